@@ -1,0 +1,1 @@
+"""Channels: each turns its native events into ``Inbound`` and delivers replies."""

@@ -1,0 +1,114 @@
+"""The one contract every model call goes through.
+
+A ``Brain`` takes a ``BrainRequest`` (system blocks in a fixed order, the
+messages, limits) and either streams the answer (``stream``: ``TextDelta``
+events, then exactly one ``Completion``) or returns it whole (``complete``).
+Adapters raise only ``gateway.errors.BrainError`` subclasses.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from gateway.errors import BrainInterrupted
+
+Role = Literal["user", "assistant"]
+
+
+class Purpose(enum.StrEnum):
+    """Which model a call needs: the reply model or the small utility model."""
+
+    REPLY = "reply"
+    UTILITY = "utility"
+
+
+class BlockKind(enum.StrEnum):
+    """What a system block holds; the order of kinds is the prompt's order."""
+
+    PERSONA = "persona"
+    OBSERVATIONS = "observations"
+    MEMORY = "memory"
+    GUIDANCE = "guidance"
+
+
+@dataclass(frozen=True)
+class SystemBlock:
+    kind: BlockKind
+    text: str
+    # Ask the provider to cache the prompt up to and including this block.
+    cache: bool = False
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    text: str
+
+
+@dataclass(frozen=True)
+class BrainRequest:
+    system: tuple[SystemBlock, ...]
+    messages: tuple[ChatMessage, ...]
+    purpose: Purpose = Purpose.REPLY
+    max_tokens: int = 1024
+    temperature: float | None = None
+
+    def system_text(self) -> str:
+        return "\n\n".join(block.text for block in self.system)
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str = "end_turn"
+
+
+BrainEvent = TextDelta | Completion
+
+
+@runtime_checkable
+class Brain(Protocol):
+    """A model behind one small interface."""
+
+    @property
+    def name(self) -> str:
+        """Short adapter name stored with each turn: claude, openai, offline, scripted."""
+        ...
+
+    def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
+        """Yield ``TextDelta``s as the answer grows, then one ``Completion``."""
+        ...
+
+    async def complete(self, request: BrainRequest) -> Completion:
+        """The whole answer at once (utility calls: judge, observer)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+async def complete_from_stream(brain: Brain, request: BrainRequest) -> Completion:
+    """``complete`` for adapters whose only native call is streaming."""
+    async for event in brain.stream(request):
+        if isinstance(event, Completion):
+            return event
+    raise BrainInterrupted(f"{brain.name}: stream ended without a completion")

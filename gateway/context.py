@@ -1,0 +1,72 @@
+"""The core's context stages: the persona contract, the clock, recent history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from gateway.brains.base import BlockKind, ChatMessage
+from gateway.prompt import PromptDraft, TurnContext
+from gateway.tokens import estimate_tokens
+
+
+def load_persona(path: str, agent_name: str) -> str:
+    """The persona file (or the bundled default) with ``{name}`` filled in."""
+    if path:
+        text = Path(path).read_text(encoding="utf-8")
+    else:
+        text = resources.files("persona").joinpath("default.md").read_text(encoding="utf-8")
+    return text.replace("{name}", agent_name)
+
+
+@dataclass(frozen=True)
+class PersonaStage:
+    """The agent's core identity, always first in the prompt and cached."""
+
+    persona: str
+
+    @property
+    def name(self) -> str:
+        return "persona"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        draft.add(BlockKind.PERSONA, self.persona)
+
+
+@dataclass(frozen=True)
+class ClockStage:
+    """When and where the message arrived; after the cached prefix, as it changes each turn."""
+
+    @property
+    def name(self) -> str:
+        return "clock"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        when = turn.received_at.strftime("%A %d %B %Y, %H:%M UTC")
+        draft.add(BlockKind.GUIDANCE, f"The person's message arrived on {when} via {turn.channel}.")
+
+
+@dataclass(frozen=True)
+class RecentHistoryStage:
+    """The newest messages of the conversation that fit the token budget."""
+
+    budget_tokens: int
+
+    @property
+    def name(self) -> str:
+        return "history"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        kept: list[ChatMessage] = []
+        used = estimate_tokens(turn.text)
+        for past in reversed(turn.recent):
+            if used + past.tokens > self.budget_tokens:
+                break
+            used += past.tokens
+            kept.append(ChatMessage(past.role, past.text))
+        kept.reverse()
+        # The Messages API wants the first message from the user.
+        while kept and kept[0].role != "user":
+            kept.pop(0)
+        draft.history = kept

@@ -1,0 +1,101 @@
+"""The gateway's exception tree.
+
+Every error that crosses a boundary of ours is one of these; adapters map
+foreign errors (``anthropic.*``, ``httpx.*``, SQLAlchemy, model libraries)
+into them with ``raise ... from exc`` at the edge. Each carries a stable
+``code`` that reaches the user in an ``error`` frame, never a stack trace.
+
+    AgentGWError
+    ├── ConfigError                  bad or missing configuration (names the key)
+    ├── AccessDenied                 missing or wrong access token
+    ├── InputError                   bad input from a client
+    │   ├── MalformedFrame           not JSON, wrong shape, unknown type
+    │   ├── FrameTooLarge            over the configured size limit
+    │   └── RateLimited              over the configured message rate
+    ├── StoreError                   the database failed
+    └── BrainError                   a model call failed
+        ├── BrainNotConfigured       no credentials / endpoint for that brain
+        ├── BrainTimeout             no answer within the timeout
+        ├── BrainRateLimited         429 after the retries
+        ├── BrainOverloaded          529 / overloaded after the retries
+        ├── BrainUnavailable         5xx or connection failure after the retries
+        ├── BrainRejected            4xx: the request itself was refused
+        └── BrainInterrupted         the stream broke off mid-answer
+"""
+
+from __future__ import annotations
+
+
+class AgentGWError(Exception):
+    """Base of every error agentgw raises on purpose."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigError(AgentGWError):
+    code = "config_error"
+
+
+class AccessDenied(AgentGWError):
+    code = "access_denied"
+
+
+class InputError(AgentGWError):
+    code = "bad_input"
+
+
+class MalformedFrame(InputError):
+    code = "malformed_frame"
+
+
+class FrameTooLarge(InputError):
+    code = "frame_too_large"
+
+
+class RateLimited(InputError):
+    code = "rate_limited"
+
+
+class StoreError(AgentGWError):
+    code = "store_error"
+
+
+class BrainError(AgentGWError):
+    code = "brain_error"
+
+
+class BrainNotConfigured(BrainError):
+    code = "brain_not_configured"
+
+
+class BrainTimeout(BrainError):
+    code = "brain_timeout"
+
+
+class BrainRateLimited(BrainError):
+    code = "brain_rate_limited"
+
+
+class BrainOverloaded(BrainError):
+    code = "brain_overloaded"
+
+
+class BrainUnavailable(BrainError):
+    code = "brain_unavailable"
+
+
+class BrainRejected(BrainError):
+    code = "brain_rejected"
+
+
+class BrainInterrupted(BrainError):
+    code = "brain_interrupted"

@@ -1,0 +1,59 @@
+"""Fan-out of turn events to whoever watches a conversation (open pages, bots)."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from channels.base import TurnEvent, TurnEventKind
+
+log = logging.getLogger(__name__)
+
+Subscriber = Callable[[TurnEvent], Awaitable[None]]
+
+
+@dataclass
+class InFlight:
+    """The reply being generated right now, so a page that reconnects mid-stream catches up."""
+
+    message_id: int
+    text: str = ""
+
+
+class ConversationHub:
+    def __init__(self) -> None:
+        self._subscribers: dict[int, set[Subscriber]] = defaultdict(set)
+        self._in_flight: dict[int, InFlight] = {}
+
+    def subscribe(self, conversation_id: int, subscriber: Subscriber) -> Callable[[], None]:
+        """Add a subscriber; returns the function that removes it."""
+        self._subscribers[conversation_id].add(subscriber)
+
+        def unsubscribe() -> None:
+            subs = self._subscribers.get(conversation_id)
+            if subs is not None:
+                subs.discard(subscriber)
+                if not subs:
+                    del self._subscribers[conversation_id]
+
+        return unsubscribe
+
+    def in_flight(self, conversation_id: int) -> InFlight | None:
+        return self._in_flight.get(conversation_id)
+
+    async def publish(self, event: TurnEvent) -> None:
+        if event.kind is TurnEventKind.DELTA:
+            flight = self._in_flight.get(event.conversation_id)
+            if flight is None or flight.message_id != event.message_id:
+                flight = self._in_flight[event.conversation_id] = InFlight(event.message_id)
+            flight.text += event.text
+        elif event.kind in (TurnEventKind.REPLY, TurnEventKind.ERROR):
+            self._in_flight.pop(event.conversation_id, None)
+        for subscriber in list(self._subscribers.get(event.conversation_id, ())):
+            # One broken page must not stop delivery to the others or the turn.
+            try:
+                await subscriber(event)
+            except (ConnectionError, RuntimeError) as exc:
+                log.info("dropping event for a closed subscriber: %s", exc)

@@ -1,0 +1,194 @@
+"""One turn: stored inbound → context stages → compose → stream → store reply.
+
+The inbound message is already stored when a turn gets here (the router does
+that before anything else). Every failure ends in a failed turn with an error
+code, published to the conversation; the user's message stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from channels.base import TurnEvent, TurnEventKind
+from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
+from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout
+from gateway.hub import ConversationHub
+from gateway.prompt import ContextStage, PastMessage, PromptDraft, TurnContext
+from gateway.store import MessageRole, Store
+from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_turn_values, start_turn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    max_tokens: int
+    temperature: float | None
+    timeout_s: float
+    history_max_messages: int
+    prompt_caching: bool = True
+
+
+class TurnPipeline:
+    def __init__(
+        self,
+        store: Store,
+        brain: Brain,
+        stages: Sequence[ContextStage],
+        hub: ConversationHub,
+        settings: PipelineSettings,
+    ) -> None:
+        self.store = store
+        self.brain = brain
+        self.stages = tuple(stages)
+        self.hub = hub
+        self.settings = settings
+
+    async def run(self, inbound: StoredInbound, received_perf: float) -> None:
+        """Answer one stored message; never raises for a failed turn (it is recorded)."""
+        address = inbound.address
+        values: dict[str, object] = {"brain": self.brain.name}
+        try:
+            rows = await start_turn(
+                self.store,
+                inbound.turn_id,
+                address.conversation_id,
+                inbound.message_id,
+                self.settings.history_max_messages,
+            )
+            turn = TurnContext(
+                turn_id=inbound.turn_id,
+                conversation_id=address.conversation_id,
+                person_id=address.person_id,
+                channel=address.channel,
+                message_id=inbound.message_id,
+                text=inbound.text,
+                received_at=inbound.created_at,
+                recent=tuple(
+                    PastMessage(
+                        r.id,
+                        "user" if r.role is MessageRole.USER else "assistant",
+                        r.text,
+                        r.tokens,
+                        r.created_at,
+                    )
+                    for r in rows
+                ),
+            )
+            draft = PromptDraft()
+            for stage in self.stages:
+                await stage.apply(turn, draft)
+            request = draft.compose(
+                inbound.text,
+                max_tokens=self.settings.max_tokens,
+                temperature=self.settings.temperature,
+                cache=self.settings.prompt_caching,
+            )
+            values["context_tokens"] = draft.sizes(inbound.text)
+            brain_start = time.perf_counter()
+            values["prepare_ms"] = (brain_start - received_perf) * 1000
+            completion = await asyncio.wait_for(
+                self._stream(inbound, request),
+                timeout=self.settings.timeout_s,
+            )
+            brain_done = time.perf_counter()
+            values["brain_ms"] = (brain_done - brain_start) * 1000
+            values.update(
+                model=completion.model,
+                input_tokens=completion.usage.input_tokens,
+                output_tokens=completion.usage.output_tokens,
+                cache_read_tokens=completion.usage.cache_read_tokens,
+                cache_write_tokens=completion.usage.cache_write_tokens,
+            )
+            reply = await finish_turn(self.store, inbound, completion.text, values)
+            await self.hub.publish(
+                TurnEvent(
+                    TurnEventKind.REPLY,
+                    address.conversation_id,
+                    inbound.message_id,
+                    text=completion.text,
+                    reply_id=reply.id,
+                    created_at=reply.created_at,
+                )
+            )
+            deliver_ms = (time.perf_counter() - brain_done) * 1000
+            await record_turn_values(self.store, inbound.turn_id, {"deliver_ms": deliver_ms})
+        except TimeoutError:
+            await self._fail(
+                inbound,
+                BrainTimeout(f"no complete answer within {self.settings.timeout_s:g} s"),
+                values,
+            )
+        except AgentGWError as exc:
+            await self._fail(inbound, exc, values)
+        except Exception as exc:  # a bug must fail the turn, not hang it
+            log.exception("turn %d: unexpected error", inbound.turn_id)
+            await self._fail(inbound, AgentGWError(f"{exc.__class__.__name__}: {exc}"), values)
+        except asyncio.CancelledError:
+            await asyncio.shield(
+                self._fail(
+                    inbound,
+                    AgentGWError("the gateway is shutting down", code="interrupted"),
+                    values,
+                )
+            )
+            raise
+
+    async def _stream(self, inbound: StoredInbound, request: BrainRequest) -> Completion:
+        async for event in self.brain.stream(request):
+            if isinstance(event, TextDelta):
+                if event.text:
+                    await self.hub.publish(
+                        TurnEvent(
+                            TurnEventKind.DELTA,
+                            inbound.address.conversation_id,
+                            inbound.message_id,
+                            text=event.text,
+                        )
+                    )
+            else:
+                return event
+        raise BrainInterrupted(f"{self.brain.name}: the answer stream ended early")
+
+    async def _fail(
+        self, inbound: StoredInbound, error: AgentGWError, values: dict[str, object]
+    ) -> None:
+        if isinstance(error, BrainError):
+            log.warning("turn %d failed: %s (%s)", inbound.turn_id, error.code, error)
+        else:
+            log.error("turn %d failed: %s (%s)", inbound.turn_id, error.code, error)
+        try:
+            await fail_turn(self.store, inbound.turn_id, error.code, str(error), values)
+        except AgentGWError:
+            # The message itself is stored; on restart this turn shows as interrupted.
+            log.exception("could not record the failure of turn %d", inbound.turn_id)
+        await self.hub.publish(
+            TurnEvent(
+                TurnEventKind.ERROR,
+                inbound.address.conversation_id,
+                inbound.message_id,
+                text=user_message(error),
+                code=error.code,
+            )
+        )
+
+
+def user_message(error: AgentGWError) -> str:
+    """What the person reads: plain words and what happens to their message."""
+    kept = "Your message is saved; you can send it again."
+    texts = {
+        "brain_timeout": "The model took too long to answer.",
+        "brain_rate_limited": "The model is rate-limited right now.",
+        "brain_overloaded": "The model is overloaded right now.",
+        "brain_unavailable": "The model could not be reached.",
+        "brain_interrupted": "The model's answer broke off.",
+        "brain_rejected": "The model refused the request.",
+        "brain_not_configured": "No model is configured.",
+        "interrupted": "The gateway stopped before answering.",
+        "store_error": "The database failed while answering.",
+    }
+    return f"{texts.get(error.code, 'Something went wrong while answering.')} {kept}"

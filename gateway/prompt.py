@@ -1,0 +1,105 @@
+"""The prompt as stages build it, and its composition in a fixed order.
+
+Order: persona contract → observations → memory pack → guidance (time,
+channel, anchors) → history → the new message. The stable part comes first
+and carries the cache mark, so Claude's prompt cache holds it across turns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from gateway.brains.base import (
+    BlockKind,
+    BrainRequest,
+    ChatMessage,
+    Purpose,
+    Role,
+    SystemBlock,
+)
+from gateway.tokens import estimate_tokens
+
+# Blocks of these kinds change rarely; the cache mark goes on the last of them.
+STABLE_KINDS = (BlockKind.PERSONA, BlockKind.OBSERVATIONS)
+ORDER = (BlockKind.PERSONA, BlockKind.OBSERVATIONS, BlockKind.MEMORY, BlockKind.GUIDANCE)
+
+
+@dataclass(frozen=True)
+class PastMessage:
+    message_id: int
+    role: Role
+    text: str
+    tokens: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What the stages know about the turn being answered.
+
+    ``recent`` holds the conversation's latest messages before this one,
+    oldest first (read once by the pipeline for every stage).
+    """
+
+    turn_id: int
+    conversation_id: int
+    person_id: int
+    channel: str
+    message_id: int
+    text: str
+    received_at: datetime
+    recent: tuple[PastMessage, ...] = ()
+
+
+@dataclass
+class PromptDraft:
+    """Filled by the context stages, then composed into a ``BrainRequest``."""
+
+    blocks: dict[BlockKind, list[str]] = field(default_factory=dict)
+    history: list[ChatMessage] = field(default_factory=list)
+
+    def add(self, kind: BlockKind, text: str) -> None:
+        if text.strip():
+            self.blocks.setdefault(kind, []).append(text.strip())
+
+    def sizes(self, message: str) -> dict[str, int]:
+        sizes = {
+            kind.value: estimate_tokens("\n\n".join(self.blocks[kind])) for kind in self.blocks
+        }
+        sizes["history"] = sum(estimate_tokens(m.text) for m in self.history)
+        sizes["message"] = estimate_tokens(message)
+        return sizes
+
+    def compose(
+        self,
+        message: str,
+        *,
+        max_tokens: int,
+        temperature: float | None = None,
+        cache: bool = True,
+    ) -> BrainRequest:
+        present = [kind for kind in ORDER if self.blocks.get(kind)]
+        last_stable = max((i for i, kind in enumerate(present) if kind in STABLE_KINDS), default=-1)
+        system = tuple(
+            SystemBlock(kind, "\n\n".join(self.blocks[kind]), cache=cache and i == last_stable)
+            for i, kind in enumerate(present)
+        )
+        messages = (*self.history, ChatMessage("user", message))
+        return BrainRequest(
+            system=system,
+            messages=messages,
+            purpose=Purpose.REPLY,
+            max_tokens=max_tokens,
+            temperature=temperature,
+        )
+
+
+class ContextStage(Protocol):
+    """One step that adds to the prompt of a turn (persona, history, pack, anchors)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None: ...

@@ -1,0 +1,1 @@
+"""Test doubles that ship with the package: fake model servers for tests and benchmarks."""

@@ -1,0 +1,1 @@
+"""The memory layer: items, embeddings, indexes, the Memory Pack, decay."""

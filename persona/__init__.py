@@ -1,0 +1,1 @@
+"""The agent's persona: its core identity, and later its measured voice."""

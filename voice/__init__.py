@@ -1,0 +1,1 @@
+"""Speech to text and text to speech, off the event loop."""

@@ -1,0 +1,1 @@
+"""Web pages: the webchat page, and later the panel."""
