@@ -17,7 +17,14 @@ from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
 from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout
 from gateway.hub import ConversationHub
-from gateway.prompt import ContextStage, PastMessage, PromptDraft, TurnContext
+from gateway.prompt import (
+    AfterTurnStage,
+    ContextStage,
+    PastMessage,
+    PromptDraft,
+    TurnContext,
+    TurnOutcome,
+)
 from gateway.store import MessageRole, Store
 from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_turn_values, start_turn
 
@@ -41,102 +48,126 @@ class TurnPipeline:
         stages: Sequence[ContextStage],
         hub: ConversationHub,
         settings: PipelineSettings,
+        after_stages: Sequence[AfterTurnStage] = (),
     ) -> None:
         self.store = store
         self.brain = brain
         self.stages = tuple(stages)
+        self.after_stages = tuple(after_stages)
         self.hub = hub
         self.settings = settings
 
     async def run(self, inbound: StoredInbound, received_perf: float) -> None:
         """Answer one stored message; never raises for a failed turn (it is recorded)."""
-        address = inbound.address
         values: dict[str, object] = {"brain": self.brain.name}
+        turn: TurnContext | None = None
+        request: BrainRequest | None = None
         try:
-            rows = await start_turn(
-                self.store,
-                inbound.turn_id,
-                address.conversation_id,
-                inbound.message_id,
-                self.settings.history_max_messages,
-            )
-            turn = TurnContext(
-                turn_id=inbound.turn_id,
-                conversation_id=address.conversation_id,
-                person_id=address.person_id,
-                channel=address.channel,
-                message_id=inbound.message_id,
-                text=inbound.text,
-                received_at=inbound.created_at,
-                recent=tuple(
-                    PastMessage(
-                        r.id,
-                        "user" if r.role is MessageRole.USER else "assistant",
-                        r.text,
-                        r.tokens,
-                        r.created_at,
-                    )
-                    for r in rows
-                ),
-            )
-            draft = PromptDraft()
-            for stage in self.stages:
-                await stage.apply(turn, draft)
-            request = draft.compose(
-                inbound.text,
-                max_tokens=self.settings.max_tokens,
-                temperature=self.settings.temperature,
-                cache=self.settings.prompt_caching,
-            )
-            values["context_tokens"] = draft.sizes(inbound.text)
-            brain_start = time.perf_counter()
-            values["prepare_ms"] = (brain_start - received_perf) * 1000
-            completion = await asyncio.wait_for(
-                self._stream(inbound, request),
-                timeout=self.settings.timeout_s,
-            )
-            brain_done = time.perf_counter()
-            values["brain_ms"] = (brain_done - brain_start) * 1000
-            values.update(
-                model=completion.model,
-                input_tokens=completion.usage.input_tokens,
-                output_tokens=completion.usage.output_tokens,
-                cache_read_tokens=completion.usage.cache_read_tokens,
-                cache_write_tokens=completion.usage.cache_write_tokens,
-            )
-            reply = await finish_turn(self.store, inbound, completion.text, values)
-            await self.hub.publish(
-                TurnEvent(
-                    TurnEventKind.REPLY,
-                    address.conversation_id,
-                    inbound.message_id,
-                    text=completion.text,
-                    reply_id=reply.id,
-                    created_at=reply.created_at,
-                )
-            )
-            deliver_ms = (time.perf_counter() - brain_done) * 1000
-            await record_turn_values(self.store, inbound.turn_id, {"deliver_ms": deliver_ms})
+            turn = await self._begin(inbound)
+            request = await self._prepare(turn, values)
+            outcome = await self._answer(inbound, request, values, received_perf)
         except TimeoutError:
-            await self._fail(
-                inbound,
-                BrainTimeout(f"no complete answer within {self.settings.timeout_s:g} s"),
-                values,
+            error: AgentGWError = BrainTimeout(
+                f"no complete answer within {self.settings.timeout_s:g} s"
             )
+            outcome = await self._fail(inbound, request, error, values)
         except AgentGWError as exc:
-            await self._fail(inbound, exc, values)
+            outcome = await self._fail(inbound, request, exc, values)
         except Exception as exc:  # a bug must fail the turn, not hang it
             log.exception("turn %d: unexpected error", inbound.turn_id)
-            await self._fail(inbound, AgentGWError(f"{exc.__class__.__name__}: {exc}"), values)
+            error = AgentGWError(f"{exc.__class__.__name__}: {exc}")
+            outcome = await self._fail(inbound, request, error, values)
         except asyncio.CancelledError:
-            await asyncio.shield(
-                self._fail(
-                    inbound,
-                    AgentGWError("the gateway is shutting down", code="interrupted"),
-                    values,
-                )
-            )
+            error = AgentGWError("the gateway is shutting down", code="interrupted")
+            await asyncio.shield(self._fail(inbound, request, error, values))
             raise
+        if turn is not None:
+            await self._after(turn, outcome)
+
+    async def _begin(self, inbound: StoredInbound) -> TurnContext:
+        """Mark the turn generating and read the recent history (one transaction)."""
+        address = inbound.address
+        rows = await start_turn(
+            self.store,
+            inbound.turn_id,
+            address.conversation_id,
+            inbound.message_id,
+            self.settings.history_max_messages,
+        )
+        return TurnContext(
+            turn_id=inbound.turn_id,
+            conversation_id=address.conversation_id,
+            person_id=address.person_id,
+            channel=address.channel,
+            message_id=inbound.message_id,
+            text=inbound.text,
+            received_at=inbound.created_at,
+            recent=tuple(
+                PastMessage(
+                    r.id,
+                    "user" if r.role is MessageRole.USER else "assistant",
+                    r.text,
+                    r.tokens,
+                    r.created_at,
+                )
+                for r in rows
+            ),
+        )
+
+    async def _prepare(self, turn: TurnContext, values: dict[str, object]) -> BrainRequest:
+        draft = PromptDraft()
+        for stage in self.stages:
+            await stage.apply(turn, draft)
+        values["context_tokens"] = draft.sizes(turn.text)
+        return draft.compose(
+            turn.text,
+            max_tokens=self.settings.max_tokens,
+            temperature=self.settings.temperature,
+            cache=self.settings.prompt_caching,
+        )
+
+    async def _answer(
+        self,
+        inbound: StoredInbound,
+        request: BrainRequest,
+        values: dict[str, object],
+        received_perf: float,
+    ) -> TurnOutcome:
+        brain_start = time.perf_counter()
+        values["prepare_ms"] = (brain_start - received_perf) * 1000
+        completion = await asyncio.wait_for(
+            self._stream(inbound, request), timeout=self.settings.timeout_s
+        )
+        brain_done = time.perf_counter()
+        values["brain_ms"] = (brain_done - brain_start) * 1000
+        values.update(
+            model=completion.model,
+            input_tokens=completion.usage.input_tokens,
+            output_tokens=completion.usage.output_tokens,
+            cache_read_tokens=completion.usage.cache_read_tokens,
+            cache_write_tokens=completion.usage.cache_write_tokens,
+        )
+        reply = await finish_turn(self.store, inbound, completion.text, values)
+        await self.hub.publish(
+            TurnEvent(
+                TurnEventKind.REPLY,
+                inbound.address.conversation_id,
+                inbound.message_id,
+                text=completion.text,
+                reply_id=reply.id,
+                created_at=reply.created_at,
+            )
+        )
+        deliver_ms = (time.perf_counter() - brain_done) * 1000
+        await record_turn_values(self.store, inbound.turn_id, {"deliver_ms": deliver_ms})
+        return TurnOutcome(request, reply.id, completion.text, reply.created_at)
+
+    async def _after(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        for stage in self.after_stages:
+            try:
+                await stage.after_turn(turn, outcome)
+            except Exception:  # one stage failing must not stop the others
+                log.exception("turn %d: after-turn stage %s failed", turn.turn_id, stage.name)
 
     async def _stream(self, inbound: StoredInbound, request: BrainRequest) -> Completion:
         async for event in self.brain.stream(request):
@@ -155,8 +186,12 @@ class TurnPipeline:
         raise BrainInterrupted(f"{self.brain.name}: the answer stream ended early")
 
     async def _fail(
-        self, inbound: StoredInbound, error: AgentGWError, values: dict[str, object]
-    ) -> None:
+        self,
+        inbound: StoredInbound,
+        request: BrainRequest | None,
+        error: AgentGWError,
+        values: dict[str, object],
+    ) -> TurnOutcome:
         if isinstance(error, BrainError):
             log.warning("turn %d failed: %s (%s)", inbound.turn_id, error.code, error)
         else:
@@ -175,6 +210,7 @@ class TurnPipeline:
                 code=error.code,
             )
         )
+        return TurnOutcome(request, error_code=error.code)
 
 
 def user_message(error: AgentGWError) -> str:

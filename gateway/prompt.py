@@ -96,6 +96,30 @@ class PromptDraft:
         )
 
 
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended: the prompt sent (if it got that far) and the reply or the error."""
+
+    request: BrainRequest | None
+    reply_id: int | None = None
+    reply_text: str | None = None
+    reply_at: datetime | None = None
+    error_code: str | None = None
+
+
+class AfterTurnStage(Protocol):
+    """Runs once a turn has ended and its reply was delivered (memory ingest, judge, observe).
+
+    Runs in the conversation's lane, so the next turn sees its effects; slow
+    work (model calls) belongs in a supervised background task it starts.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None: ...
+
+
 class ContextStage(Protocol):
     """One step that adds to the prompt of a turn (persona, history, pack, anchors)."""
 

@@ -46,7 +46,9 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> Config:
     overrides: dict[str, dict[str, Any]] = {"store": {"data_dir": str(tmp_path / "data")}}
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)
-    return load_config(None, env={}, overrides=overrides)
+    empty = tmp_path / "agentgw.toml"
+    empty.touch()
+    return load_config(empty, env={}, overrides=overrides)
 
 
 @pytest.fixture
