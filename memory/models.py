@@ -1,0 +1,118 @@
+"""Tables of the memory layer: memory items and pack traces.
+
+They live on the core's ``Base`` so one Alembic history covers every table
+(migration ``0002``, which also creates the SQLite FTS5 table ``memory_fts``
+and the triggers that keep it in step with ``memory_items``). Vectors are
+stored with their items, so a restart or an index rebuild never re-embeds.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Date,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from gateway.store.models import Base, utcnow
+from memory.types import ItemStatus, ItemType, Tier
+
+
+def _enum_column(enum_type: type[enum.StrEnum]) -> Enum:
+    """Stored as the member's string value in a VARCHAR, like the core's enums."""
+    return Enum(
+        enum_type,
+        native_enum=False,
+        length=16,
+        values_callable=lambda members: [m.value for m in members],
+    )
+
+
+class MemoryItem(Base):
+    """One thing the agent may recall about a person (a message, a fact, a preference...)."""
+
+    __tablename__ = "memory_items"
+    __table_args__ = (
+        Index("ix_memory_items_person_state", "person_id", "status", "tier"),
+        Index("ix_memory_items_person_type", "person_id", "type"),
+        Index("ix_memory_items_conversation", "conversation_id", "id"),
+        Index("ix_memory_items_person_ref", "person_id", "source_ref"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    person_id: Mapped[int] = mapped_column(ForeignKey("people.id", ondelete="CASCADE"))
+    type: Mapped[ItemType] = mapped_column(_enum_column(ItemType))
+    content: Mapped[str] = mapped_column(Text)
+    # Who said or wrote it, as the pack names them ("Sam", "Ada"); role user/assistant or "".
+    speaker: Mapped[str] = mapped_column(String(200), default="")
+    role: Mapped[str] = mapped_column(String(16), default="")
+    # What wrote the item: user, assistant, remember, observer, import.
+    author: Mapped[str] = mapped_column(String(32), default="")
+    channel: Mapped[str] = mapped_column(String(32), default="")
+    conversation_id: Mapped[int | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="SET NULL"), default=None
+    )
+    # Provenance: the stored messages it comes from, and a short reference shown in the
+    # pack: "m<message id>" for a gateway message, an outside id such as LoCoMo's dia_id.
+    source_message_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    source_ref: Mapped[str] = mapped_column(String(100), default="")
+    observation_id: Mapped[int | None] = mapped_column(Integer, default=None, index=True)
+    # Explicit priority 0-1 (floors per type apply on use) and how sure we are of it.
+    priority: Mapped[float] = mapped_column(Float, default=0.0)
+    confidence: Mapped[float] = mapped_column(Float, default=1.0)
+    status: Mapped[ItemStatus] = mapped_column(_enum_column(ItemStatus), default=ItemStatus.ACTIVE)
+    tier: Mapped[Tier] = mapped_column(_enum_column(Tier), default=Tier.ACTIVE)
+    # Reinforcement so far; the half-life grows with it (§5.7).
+    strength: Mapped[float] = mapped_column(Float, default=0.0)
+    access_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # When it was said or happened (a message's own time); recency counts from here.
+    occurred_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_accessed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The dates it refers to ("yesterday" in a message of 8 May refers to 7 May).
+    refers_start: Mapped[date | None] = mapped_column(Date, default=None)
+    refers_end: Mapped[date | None] = mapped_column(Date, default=None)
+    superseded_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("memory_items.id", ondelete="SET NULL"), default=None
+    )
+    status_changed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # float32 little-endian, L2-normalised; None until embedded.
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)
+    embedding_model: Mapped[str] = mapped_column(String(100), default="")
+
+
+class MemoryTrace(Base):
+    """Why a pack holds what it holds: every candidate, its signals, kept or dropped and why."""
+
+    __tablename__ = "memory_traces"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    turn_id: Mapped[int | None] = mapped_column(
+        ForeignKey("turns.id", ondelete="CASCADE"), default=None, index=True
+    )
+    person_id: Mapped[int] = mapped_column(ForeignKey("people.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    query: Mapped[str] = mapped_column(Text, default="")
+    budget_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    used_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # The resolved time window of the message, if it named one.
+    time_window: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # [{"id", "type", "sources", "signals": {...}, "score", "decision", "reason"}, ...]
+    candidates: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    kept_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    # What the sanitiser neutralised: [{"id", "rules": [...]}].
+    filtered: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    # remember/forget done in this turn, timings, degraded modes.
+    notes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,0 +1,545 @@
+"""The memory layer's queries, each one short transaction on the Store.
+
+Full text uses SQLite FTS5 (``memory_fts``, made by migration 0002); on other
+backends ``fts_search`` returns nothing and recall is dense only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import Select, TextClause, func, select, text, update
+
+from gateway.store import Store
+from gateway.store.models import Person, utcnow
+from memory.embed import from_blob, to_blob
+from memory.models import MemoryItem, MemoryTrace
+from memory.pack import MemoryView
+from memory.types import PINNED_TYPES, ItemStatus, ItemType, Tier
+
+
+@dataclass(frozen=True)
+class NewItem:
+    person_id: int
+    type: ItemType
+    content: str
+    occurred_at: datetime
+    speaker: str = ""
+    role: str = ""
+    author: str = ""
+    channel: str = ""
+    conversation_id: int | None = None
+    source_message_ids: tuple[int, ...] = ()
+    source_ref: str = ""
+    observation_id: int | None = None
+    priority: float = 0.0
+    confidence: float = 1.0
+    refers_start: date | None = None
+    refers_end: date | None = None
+    status: ItemStatus = ItemStatus.ACTIVE
+    vector: NDArray[np.float32] | None = field(default=None, compare=False)
+    embedding_model: str = ""
+
+
+def _row(item: NewItem) -> dict[str, Any]:
+    return {
+        "person_id": item.person_id,
+        "type": item.type,
+        "content": item.content,
+        "speaker": item.speaker,
+        "role": item.role,
+        "author": item.author,
+        "channel": item.channel,
+        "conversation_id": item.conversation_id,
+        "source_message_ids": list(item.source_message_ids),
+        "source_ref": item.source_ref,
+        "observation_id": item.observation_id,
+        "priority": item.priority,
+        "confidence": item.confidence,
+        "status": item.status,
+        "tier": Tier.ACTIVE,
+        "strength": 0.0,
+        "access_count": 0,
+        "created_at": utcnow(),
+        "occurred_at": item.occurred_at,
+        "refers_start": item.refers_start,
+        "refers_end": item.refers_end,
+        "embedding": None if item.vector is None else to_blob(item.vector),
+        "embedding_model": item.embedding_model if item.vector is not None else "",
+    }
+
+
+async def insert_items(store: Store, items: Sequence[NewItem]) -> list[int]:
+    """Store the items (one transaction); their ids, in order."""
+    if not items:
+        return []
+    async with store.session() as session:
+        rows = [MemoryItem(**_row(item)) for item in items]
+        session.add_all(rows)
+        await session.flush()
+        return [row.id for row in rows]
+
+
+def view_of(row: MemoryItem) -> MemoryView:
+    return MemoryView(
+        id=row.id,
+        type=row.type,
+        content=row.content,
+        speaker=row.speaker,
+        role=row.role,
+        occurred_at=row.occurred_at,
+        priority=row.priority,
+        access_count=row.access_count,
+        strength=row.strength,
+        last_accessed_at=row.last_accessed_at,
+        tier=row.tier,
+        conversation_id=row.conversation_id,
+        source_message_ids=tuple(row.source_message_ids or ()),
+        source_ref=row.source_ref,
+        refers_start=row.refers_start,
+        refers_end=row.refers_end,
+    )
+
+
+async def fetch(
+    store: Store, ids: Iterable[int]
+) -> dict[int, tuple[MemoryView, NDArray[np.float32] | None]]:
+    """Recallable items (active status) by id, with their stored vectors."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    async with store.session() as session:
+        rows = (
+            await session.scalars(
+                select(MemoryItem).where(
+                    MemoryItem.id.in_(wanted), MemoryItem.status == ItemStatus.ACTIVE
+                )
+            )
+        ).all()
+    return {
+        row.id: (view_of(row), None if row.embedding is None else from_blob(row.embedding))
+        for row in rows
+    }
+
+
+async def get_items(store: Store, ids: Iterable[int]) -> list[MemoryItem]:
+    async with store.session() as session:
+        return list(
+            (await session.scalars(select(MemoryItem).where(MemoryItem.id.in_(list(ids))))).all()
+        )
+
+
+_TERM = re.compile(r"[a-z0-9]+")
+_STOP_TEXT = """a an the and or but if of at by for with about against between into through during
+    before after above below to from up down in out on off over under again further then once
+    here there when where why how all any both each few more most other some such no nor not
+    only own same so than too very s t can will just don should now is are was were be been
+    being have has had having do does did doing i me my myself we our ours you your yours he
+    him his she her hers it its they them their what which who whom this that these those am
+    would could ever also get got"""
+_STOP = frozenset(_STOP_TEXT.split())
+
+
+def fts_query(message: str) -> str:
+    """An FTS5 OR-query of the message's content words (quoted, so nothing is syntax)."""
+    terms = dict.fromkeys(
+        t for t in _TERM.findall(message.lower()) if t not in _STOP and len(t) > 1
+    )
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+_FTS = text(
+    "SELECT memory_fts.rowid, -bm25(memory_fts, 1.0, 0.5) AS score "
+    "FROM memory_fts JOIN memory_items m ON m.id = memory_fts.rowid "
+    "WHERE memory_fts MATCH :query AND m.person_id = :person AND m.status = 'active' "
+    "ORDER BY bm25(memory_fts, 1.0, 0.5) LIMIT :limit"
+)
+
+
+async def fts_search(
+    store: Store, person_id: int, message: str, limit: int
+) -> list[tuple[int, float]]:
+    """(item id, BM25 as a positive number) of the best full-text matches, best first."""
+    return await fts_match(store, person_id, fts_query(message), limit)
+
+
+async def fts_match(
+    store: Store, person_id: int, expression: str, limit: int
+) -> list[tuple[int, float]]:
+    """Like ``fts_search`` for a ready FTS5 expression (quoted terms with AND / OR)."""
+    if not expression or not store.is_sqlite:
+        return []
+    params = {"query": expression, "person": person_id, "limit": limit}
+    async with store.session() as session:
+        rows = (await session.execute(_FTS, params)).all()
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _pinned_query(person_id: int, limit: int) -> Select[Any]:
+    return (
+        select(MemoryItem.id)
+        .where(
+            MemoryItem.person_id == person_id,
+            MemoryItem.type.in_(PINNED_TYPES),
+            MemoryItem.status == ItemStatus.ACTIVE,
+        )
+        .order_by(MemoryItem.priority.desc(), MemoryItem.id.desc())
+        .limit(max(0, limit))
+    )
+
+
+def _topic_query(person_id: int, since: datetime, limit: int) -> Select[Any]:
+    """Items used since ``since``: the conversation's active topic."""
+    return (
+        select(MemoryItem.id)
+        .where(
+            MemoryItem.person_id == person_id,
+            MemoryItem.status == ItemStatus.ACTIVE,
+            MemoryItem.last_accessed_at >= since,
+        )
+        .order_by(MemoryItem.last_accessed_at.desc())
+        .limit(max(0, limit))
+    )
+
+
+def _window_query(
+    person_id: int, start: datetime, end: datetime, days: tuple[date, date], limit: int
+) -> Select[Any]:
+    """Items said within [start, end) or referring to a day in ``days``, newest first."""
+    said = (MemoryItem.occurred_at >= start) & (MemoryItem.occurred_at < end)
+    refers = (MemoryItem.refers_start <= days[1]) & (
+        func.coalesce(MemoryItem.refers_end, MemoryItem.refers_start) >= days[0]
+    )
+    return (
+        select(MemoryItem.id)
+        .where(
+            MemoryItem.person_id == person_id,
+            MemoryItem.status == ItemStatus.ACTIVE,
+            said | refers,
+        )
+        .order_by(MemoryItem.occurred_at.desc())
+        .limit(max(0, limit))
+    )
+
+
+async def window_ids(
+    store: Store,
+    person_id: int,
+    start: datetime,
+    end: datetime,
+    days: tuple[date, date],
+    limit: int,
+) -> list[int]:
+    async with store.session() as session:
+        rows = await session.scalars(_window_query(person_id, start, end, days, limit))
+        return list(rows.all())
+
+
+def _links_statement(ids: Sequence[int]) -> tuple[TextClause, dict[str, int]]:
+    """For each episode: the previous and next recallable episode of its conversation."""
+    placeholders = ", ".join(f":id{i}" for i in range(len(ids)))
+    statement = text(
+        "SELECT h.id, "
+        "(SELECT p.id FROM memory_items p WHERE p.conversation_id = h.conversation_id "
+        " AND p.type = 'episode' AND p.status = 'active' AND p.id < h.id "
+        " ORDER BY p.id DESC LIMIT 1), "
+        "(SELECT n.id FROM memory_items n WHERE n.conversation_id = h.conversation_id "
+        " AND n.type = 'episode' AND n.status = 'active' AND n.id > h.id "
+        " ORDER BY n.id LIMIT 1) "
+        f"FROM memory_items h WHERE h.id IN ({placeholders}) "
+        "AND h.type = 'episode' AND h.conversation_id IS NOT NULL"
+    )
+    return statement, {f"id{i}": item_id for i, item_id in enumerate(ids)}
+
+
+async def indexable_ids(store: Store, person_id: int) -> list[int]:
+    """Items that belong in the person's ANN index: active status, not archived, embedded."""
+    async with store.session() as session:
+        rows = await session.scalars(
+            select(MemoryItem.id).where(
+                MemoryItem.person_id == person_id,
+                MemoryItem.status == ItemStatus.ACTIVE,
+                MemoryItem.tier != Tier.ARCHIVED,
+                MemoryItem.embedding.is_not(None),
+            )
+        )
+        return list(rows.all())
+
+
+async def vectors(store: Store, ids: Sequence[int], chunk: int = 5000) -> NDArray[np.float32]:
+    """Stored vectors of ``ids``, rows in the same order."""
+    found: dict[int, bytes] = {}
+    async with store.session() as session:
+        for start in range(0, len(ids), chunk):
+            part = list(ids[start : start + chunk])
+            rows = await session.execute(
+                select(MemoryItem.id, MemoryItem.embedding).where(MemoryItem.id.in_(part))
+            )
+            found.update({int(r[0]): r[1] for r in rows if r[1] is not None})
+    return np.stack([from_blob(found[i]) for i in ids]) if ids else np.zeros((0, 0), np.float32)
+
+
+async def unembedded(
+    store: Store, person_id: int, limit: int
+) -> list[tuple[int, str, str, ItemType]]:
+    """Items stored while no embedder was loaded: (id, content, speaker, type)."""
+    async with store.session() as session:
+        rows = await session.execute(
+            select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker, MemoryItem.type)
+            .where(
+                MemoryItem.person_id == person_id,
+                MemoryItem.status == ItemStatus.ACTIVE,
+                MemoryItem.embedding.is_(None),
+            )
+            .limit(limit)
+        )
+        return [(int(r[0]), r[1], r[2], r[3]) for r in rows]
+
+
+async def set_vectors(
+    store: Store, ids: Sequence[int], matrix: NDArray[np.float32], model: str
+) -> None:
+    async with store.session() as session:
+        for item_id, vector in zip(ids, matrix, strict=True):
+            await session.execute(
+                update(MemoryItem)
+                .where(MemoryItem.id == item_id)
+                .values(embedding=to_blob(vector), embedding_model=model)
+            )
+
+
+async def set_status(
+    store: Store,
+    ids: Sequence[int],
+    status: ItemStatus,
+    at: datetime,
+    *,
+    superseded_by: int | None = None,
+) -> None:
+    if not ids:
+        return
+    async with store.session() as session:
+        await session.execute(
+            update(MemoryItem)
+            .where(MemoryItem.id.in_(list(ids)))
+            .values(status=status, status_changed_at=at, superseded_by_id=superseded_by)
+        )
+
+
+async def set_tiers(store: Store, tiers: dict[int, Tier]) -> None:
+    by_tier: dict[Tier, list[int]] = {}
+    for item_id, tier in tiers.items():
+        by_tier.setdefault(tier, []).append(item_id)
+    async with store.session() as session:
+        for tier, ids in by_tier.items():
+            await session.execute(
+                update(MemoryItem).where(MemoryItem.id.in_(ids)).values(tier=tier)
+            )
+
+
+@dataclass(frozen=True)
+class Reinforcement:
+    item_id: int
+    strength: float
+    accessed: bool
+
+
+async def reinforce(store: Store, changes: Sequence[Reinforcement], at: datetime) -> None:
+    async with store.session() as session:
+        for change in changes:
+            values: dict[str, Any] = {"strength": MemoryItem.strength + change.strength}
+            if change.accessed:
+                values |= {
+                    "access_count": MemoryItem.access_count + 1,
+                    "last_accessed_at": at,
+                    "tier": Tier.ACTIVE,
+                }
+            await session.execute(
+                update(MemoryItem).where(MemoryItem.id == change.item_id).values(**values)
+            )
+
+
+@dataclass(frozen=True)
+class DecayRow:
+    id: int
+    person_id: int
+    type: ItemType
+    strength: float
+    occurred_at: datetime
+    last_accessed_at: datetime | None
+    tier: Tier
+
+
+async def decay_rows(store: Store, after_id: int, limit: int) -> list[DecayRow]:
+    async with store.session() as session:
+        rows = await session.execute(
+            select(
+                MemoryItem.id,
+                MemoryItem.person_id,
+                MemoryItem.type,
+                MemoryItem.strength,
+                MemoryItem.occurred_at,
+                MemoryItem.last_accessed_at,
+                MemoryItem.tier,
+            )
+            .where(MemoryItem.status == ItemStatus.ACTIVE, MemoryItem.id > after_id)
+            .order_by(MemoryItem.id)
+            .limit(limit)
+        )
+        return [DecayRow(*r) for r in rows]
+
+
+async def save_trace(store: Store, trace: MemoryTrace) -> int:
+    async with store.session() as session:
+        session.add(trace)
+        await session.flush()
+        return trace.id
+
+
+async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
+    async with store.session() as session:
+        return await session.scalar(
+            select(MemoryTrace)
+            .where(MemoryTrace.turn_id == turn_id)
+            .order_by(MemoryTrace.id.desc())
+        )
+
+
+async def similar_active(
+    store: Store, person_id: int, item_type: ItemType, exclude: int
+) -> list[tuple[int, str, NDArray[np.float32] | None]]:
+    """Active items of one type (not episodes), for supersession checks."""
+    async with store.session() as session:
+        rows = await session.execute(
+            select(MemoryItem.id, MemoryItem.content, MemoryItem.embedding).where(
+                MemoryItem.person_id == person_id,
+                MemoryItem.type == item_type,
+                MemoryItem.status == ItemStatus.ACTIVE,
+                MemoryItem.id != exclude,
+            )
+        )
+        return [(int(r[0]), r[1], None if r[2] is None else from_blob(r[2])) for r in rows]
+
+
+async def people_with_items(store: Store) -> list[int]:
+    async with store.session() as session:
+        rows = await session.scalars(select(MemoryItem.person_id).distinct())
+        return list(rows.all())
+
+
+async def existing_refs(store: Store, person_id: int, refs: Sequence[str]) -> set[str]:
+    """Which of these source refs already have an item (a retried turn is not stored twice)."""
+    if not refs:
+        return set()
+    async with store.session() as session:
+        rows = await session.scalars(
+            select(MemoryItem.source_ref).where(
+                MemoryItem.person_id == person_id, MemoryItem.source_ref.in_(list(refs))
+            )
+        )
+        return set(rows.all())
+
+
+async def person_name(store: Store, person_id: int) -> str:
+    async with store.session() as session:
+        person = await session.get(Person, person_id)
+        return person.display_name if person is not None else ""
+
+
+async def forgotten_messages(store: Store, person_id: int, message_ids: Sequence[int]) -> bool:
+    """Whether any of these messages was forgotten (or was itself a "forget" request)."""
+    refs = [f"m{i}" for i in message_ids]
+    if not refs:
+        return False
+    async with store.session() as session:
+        found = await session.scalar(
+            select(MemoryItem.id)
+            .where(
+                MemoryItem.person_id == person_id,
+                MemoryItem.source_ref.in_(refs),
+                MemoryItem.status == ItemStatus.FORGOTTEN,
+            )
+            .limit(1)
+        )
+        return found is not None
+
+
+@dataclass(frozen=True)
+class SourceQuery:
+    """The candidate searches of one pack that need no query vector (one transaction)."""
+
+    person_id: int
+    message: str
+    limit: int
+    pinned_max: int
+    topic_since: datetime
+    topic_max: int
+    window: tuple[datetime, datetime, date, date] | None
+    window_max: int
+
+
+@dataclass(frozen=True)
+class Sources:
+    lexical: list[tuple[int, float]]
+    pinned: list[int]
+    topic: list[int]
+    window: list[int]
+
+
+async def pack_sources(store: Store, query: SourceQuery) -> Sources:
+    """Full text, pinned, active topic and time window candidates in one transaction."""
+    async with store.session() as session:
+        lexical: list[tuple[int, float]] = []
+        expression = fts_query(query.message)
+        if expression and store.is_sqlite:
+            rows = await session.execute(
+                _FTS, {"query": expression, "person": query.person_id, "limit": query.limit}
+            )
+            lexical = [(int(r[0]), float(r[1])) for r in rows]
+        pinned = await session.scalars(_pinned_query(query.person_id, query.pinned_max))
+        topic = await session.scalars(
+            _topic_query(query.person_id, query.topic_since, query.topic_max)
+        )
+        window: list[int] = []
+        if query.window is not None:
+            start, end, first, last = query.window
+            window = list(
+                (
+                    await session.scalars(
+                        _window_query(query.person_id, start, end, (first, last), query.window_max)
+                    )
+                ).all()
+            )
+        return Sources(lexical, list(pinned.all()), list(topic.all()), window)
+
+
+async def fetch_with_neighbours(
+    store: Store, ids: Iterable[int], hits: Sequence[int]
+) -> tuple[
+    dict[int, tuple[MemoryView, NDArray[np.float32] | None]],
+    dict[int, tuple[int | None, int | None]],
+]:
+    """The items and, for the episode ``hits``, their neighbours (fetched too) and links."""
+    async with store.session() as session:
+        links: dict[int, tuple[int | None, int | None]] = {}
+        if hits:
+            statement, params = _links_statement(hits)
+            rows = (await session.execute(statement, params)).all()
+            links = {int(r[0]): (r[1], r[2]) for r in rows}
+        wanted = set(ids) | {n for pair in links.values() for n in pair if n is not None}
+        items = await session.scalars(
+            select(MemoryItem).where(
+                MemoryItem.id.in_(sorted(wanted)), MemoryItem.status == ItemStatus.ACTIVE
+            )
+        )
+        found = {
+            row.id: (view_of(row), None if row.embedding is None else from_blob(row.embedding))
+            for row in items
+        }
+    return found, links

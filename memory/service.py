@@ -1,0 +1,717 @@
+"""The memory layer as one service: ingest, remember/forget, the pack, reinforcement, decay.
+
+Owns the per-person ANN indexes and talks to the store through ``memory.repo``.
+Model and index work crosses to worker threads here (``asyncio.to_thread``);
+without an embedder (``memory.embedder = "none"`` or a model that failed to
+load) everything still works on full text alone, and the traces say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gateway.config import Config, MemoryConfig
+from gateway.store import Store
+from memory import repo
+from memory.decay import DecayPolicy, content_words, hours_between, last_touch, overlap
+from memory.embed import Embedder, SentenceEmbedder
+from memory.errors import EmbeddingUnavailable, IndexUnavailable
+from memory.index import IndexParams, PersonIndex
+from memory.models import MemoryTrace
+from memory.pack import Candidate, MemoryView, PackResult, PackSettings, select
+from memory.repo import NewItem, Reinforcement
+from memory.score import ScoreWeights
+from memory.timeparse import TimeWindow, find_anchor, resolve_window
+from memory.types import ItemStatus, ItemType, Tier
+
+log = logging.getLogger(__name__)
+
+# How far before/after an event "before the trip" looks.
+ANCHOR_SPAN = timedelta(days=30)
+REMEMBER_PRIORITY = 0.8
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One stored message to keep as an episode item."""
+
+    person_id: int
+    text: str
+    at: datetime
+    role: str
+    speaker: str
+    conversation_id: int | None = None
+    message_id: int | None = None
+    channel: str = ""
+    source_ref: str = ""
+    # FORGOTTEN for a "forget ..." request itself, so it does not bring the subject back.
+    status: ItemStatus = ItemStatus.ACTIVE
+
+
+@dataclass(frozen=True)
+class PackRequest:
+    person_id: int
+    text: str
+    at: datetime
+    turn_id: int | None = None
+    # Messages already in the prompt verbatim (the recent history).
+    exclude_message_ids: frozenset[int] = frozenset()
+    # Lines shown first inside the pack (what was just remembered or forgotten).
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pack:
+    text: str
+    tokens: int
+    kept: tuple[int, ...]
+    result: PackResult
+    window: TimeWindow | None
+    timings_ms: dict[str, float]
+    trace_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Remembered:
+    item_id: int
+    type: ItemType
+    text: str
+    superseded: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    query: str
+    items: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Reinforced:
+    used: tuple[int, ...] = ()
+    referred: tuple[int, ...] = ()
+    unused: tuple[int, ...] = ()
+    resurrected: tuple[int, ...] = ()
+
+
+@dataclass
+class SweepStats:
+    seen: int = 0
+    tiers: dict[str, int] = field(default_factory=dict)
+    archived: int = 0
+
+
+def pack_settings(memory: MemoryConfig) -> PackSettings:
+    return PackSettings(
+        budget_tokens=memory.budget_tokens,
+        weights=ScoreWeights(
+            memory.weight_similarity,
+            memory.weight_priority,
+            memory.weight_recency,
+            memory.weight_frequency,
+        ),
+        decay=decay_policy(memory),
+        mmr_lambda=memory.mmr_lambda,
+        lexical_weight=memory.lexical_weight,
+        neighbour_weight=memory.neighbour_weight,
+        speaker_boost=memory.speaker_boost,
+        time_boost=memory.time_boost,
+        frequency_half_count=memory.frequency_half_count,
+        persona_min_items=memory.persona_min_items,
+        relational_min_items=memory.relational_min_items,
+        type_quota={t: getattr(memory, f"quota_{t.value}") for t in ItemType},
+    )
+
+
+def decay_policy(memory: MemoryConfig) -> DecayPolicy:
+    return DecayPolicy(
+        half_life_hours={t: getattr(memory, f"half_life_hours_{t.value}") for t in ItemType},
+        strength_growth=memory.strength_growth,
+        tier_active=memory.tier_active,
+        tier_warm=memory.tier_warm,
+        tier_cold=memory.tier_cold,
+        reinforce_referred=memory.reinforce_referred,
+        reinforce_used=memory.reinforce_used,
+        reinforce_unused=memory.reinforce_unused,
+    )
+
+
+def embedding_text(item_type: ItemType, speaker: str, content: str) -> str:
+    """What is embedded: an episode with its speaker, so "what did Sam say" finds Sam's turns."""
+    if item_type is ItemType.EPISODE and speaker:
+        return f"{speaker}: {content}"
+    return content
+
+
+def _day_bounds(window: TimeWindow) -> tuple[datetime, datetime]:
+    start = datetime.combine(window.start, clock.min, tzinfo=UTC)
+    end = datetime.combine(window.end + timedelta(days=1), clock.min, tzinfo=UTC)
+    return start, end
+
+
+class MemoryService:
+    def __init__(
+        self,
+        store: Store,
+        config: MemoryConfig,
+        index_dir: Path,
+        embedder: Embedder | None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.index_dir = index_dir
+        self.embedder = embedder
+        self.settings = pack_settings(config)
+        self.decay = decay_policy(config)
+        self._indexes: dict[int, PersonIndex] = {}
+        self._opening: dict[int, asyncio.Lock] = {}
+
+    @classmethod
+    async def start(
+        cls, store: Store, config: Config, *, embedder: Embedder | None = None
+    ) -> MemoryService:
+        """The service for ``config``; loads the embedder in a worker thread unless given."""
+        memory = config.memory
+        if embedder is None and memory.embedder == "minilm":
+            try:
+                embedder = await asyncio.to_thread(
+                    SentenceEmbedder.load,
+                    memory.embedding_model,
+                    device=memory.embedding_device,
+                    batch_size=memory.embedding_batch,
+                )
+            except EmbeddingUnavailable as exc:
+                log.warning("memory: %s; recall runs on full text only", exc)
+        service = cls(store, memory, config.data_dir / "memory-index", embedder)
+        await service.backfill()
+        return service
+
+    @property
+    def dense(self) -> bool:
+        return self.embedder is not None
+
+    # -- indexes ---------------------------------------------------------------
+
+    async def index(self, person_id: int) -> PersonIndex | None:
+        """The person's ANN index, opened (loaded, updated or rebuilt) on first use."""
+        if self.embedder is None:
+            return None
+        found = self._indexes.get(person_id)
+        if found is not None:
+            return found
+        lock = self._opening.setdefault(person_id, asyncio.Lock())
+        async with lock:
+            found = self._indexes.get(person_id)
+            if found is not None:
+                return found
+            params = IndexParams(
+                dim=self.embedder.dim,
+                m=self.config.index_m,
+                ef_construction=self.config.index_ef_construction,
+                ef_search=self.config.index_ef_search,
+                model=self.embedder.model_name,
+            )
+            index = PersonIndex(self.index_dir, person_id, params)
+            ids = await repo.indexable_ids(self.store, person_id)
+            missing = await asyncio.to_thread(index.open, ids)
+            if missing:
+                matrix = await repo.vectors(self.store, missing)
+                await asyncio.to_thread(index.add, missing, matrix)
+            if index.origin != "loaded":
+                await asyncio.to_thread(index.save)
+            log.info(
+                "memory index of person %d: %s, %d items", person_id, index.origin, index.count
+            )
+            self._indexes[person_id] = index
+            return index
+
+    async def _maybe_save(self, index: PersonIndex) -> None:
+        # Saving writes the whole file: waiting for a share of the index keeps bulk
+        # ingest linear. Unsaved changes are safe: the store has every vector, and
+        # opening the index adds what its file lacks.
+        if index.dirty >= max(self.config.index_save_every, index.count // 4):
+            await asyncio.to_thread(index.save)
+
+    async def save_indexes(self) -> None:
+        for index in list(self._indexes.values()):
+            if index.dirty:
+                try:
+                    await asyncio.to_thread(index.save)
+                except IndexUnavailable:
+                    log.exception("memory: could not save %s", index.path.name)
+
+    async def aclose(self) -> None:
+        await self.save_indexes()
+        self._indexes.clear()
+
+    # -- writing ---------------------------------------------------------------
+
+    async def _embed(self, texts: Sequence[str]) -> NDArray[np.float32] | None:
+        if self.embedder is None or not texts:
+            return None
+        return await asyncio.to_thread(self.embedder.embed, list(texts))
+
+    async def add_items(self, items: Sequence[NewItem]) -> list[int]:
+        """Embed (one batch), store and index new items; their ids in order."""
+        if not items:
+            return []
+        matrix = await self._embed([embedding_text(i.type, i.speaker, i.content) for i in items])
+        model = self.embedder.model_name if self.embedder is not None else ""
+        if matrix is not None:
+            items = [
+                NewItem(**{**_fields(item), "vector": matrix[n], "embedding_model": model})
+                for n, item in enumerate(items)
+            ]
+        ids = await repo.insert_items(self.store, items)
+        if matrix is not None:
+            by_person: dict[int, list[int]] = {}
+            for n, item in enumerate(items):
+                if item.status is ItemStatus.ACTIVE:
+                    by_person.setdefault(item.person_id, []).append(n)
+            for person_id, rows in by_person.items():
+                index = await self.index(person_id)
+                if index is not None:
+                    await asyncio.to_thread(index.add, [ids[n] for n in rows], matrix[rows])
+                    await self._maybe_save(index)
+        return ids
+
+    async def ingest(self, episodes: Sequence[Episode]) -> list[int]:
+        """Every message becomes an episode item, with the dates it refers to."""
+        items = []
+        for e in episodes:
+            window = resolve_window(e.text, e.at)
+            items.append(
+                NewItem(
+                    person_id=e.person_id,
+                    type=ItemType.EPISODE,
+                    content=e.text,
+                    occurred_at=e.at,
+                    speaker=e.speaker,
+                    role=e.role,
+                    author=e.role,
+                    channel=e.channel,
+                    conversation_id=e.conversation_id,
+                    source_message_ids=() if e.message_id is None else (e.message_id,),
+                    source_ref=e.source_ref,
+                    refers_start=window.start if window else None,
+                    refers_end=window.end if window else None,
+                    status=e.status,
+                )
+            )
+        return await self.add_items(items)
+
+    async def backfill(self, batch: int = 256) -> int:
+        """Embed items stored while no embedder was loaded (once, at start)."""
+        if self.embedder is None:
+            return 0
+        done = 0
+        for person_id in await repo.people_with_items(self.store):
+            while rows := await repo.unembedded(self.store, person_id, batch):
+                matrix = await self._embed([embedding_text(t, s, c) for _, c, s, t in rows])
+                if matrix is None:
+                    break
+                ids = [r[0] for r in rows]
+                await repo.set_vectors(self.store, ids, matrix, self.embedder.model_name)
+                done += len(ids)
+        if done:
+            log.info("memory: embedded %d items stored without vectors", done)
+        return done
+
+    async def remember(
+        self,
+        person_id: int,
+        text: str,
+        *,
+        at: datetime,
+        speaker: str = "",
+        message_id: int | None = None,
+        conversation_id: int | None = None,
+        channel: str = "",
+        item_type: ItemType | None = None,
+    ) -> Remembered:
+        """Store what the person asked to be remembered; it supersedes a close older item."""
+        from memory.commands import classify
+
+        kind = item_type or classify(text)
+        window = resolve_window(text, at)
+        (item_id,) = await self.add_items(
+            [
+                NewItem(
+                    person_id=person_id,
+                    type=kind,
+                    content=text,
+                    occurred_at=at,
+                    speaker=speaker,
+                    role="user",
+                    author="remember",
+                    channel=channel,
+                    conversation_id=conversation_id,
+                    source_message_ids=() if message_id is None else (message_id,),
+                    priority=REMEMBER_PRIORITY,
+                    refers_start=window.start if window else None,
+                    refers_end=window.end if window else None,
+                )
+            ]
+        )
+        superseded = await self.supersede(person_id, item_id, kind, text, at)
+        return Remembered(item_id, kind, text, superseded)
+
+    async def supersede(
+        self, person_id: int, item_id: int, kind: ItemType, text: str, at: datetime
+    ) -> tuple[tuple[int, str], ...]:
+        """Older items of the same type this close to the new one stop being current."""
+        if kind is ItemType.EPISODE:
+            return ()
+        others = await repo.similar_active(self.store, person_id, kind, exclude=item_id)
+        new_vector = (await repo.vectors(self.store, [item_id]))[0] if self.dense else None
+        replaced = []
+        for other_id, content, vector in others:
+            if new_vector is not None and vector is not None:
+                close = float(vector @ new_vector) >= self.config.supersede_similarity
+            else:
+                mine, theirs = content_words(text), content_words(content)
+                close = bool(mine | theirs) and len(mine & theirs) / len(mine | theirs) >= 0.6
+            if close:  # a newer version, or the same thing said again: the newest is current
+                replaced.append((other_id, content))
+        if replaced:
+            ids = [r[0] for r in replaced]
+            await repo.set_status(self.store, ids, ItemStatus.SUPERSEDED, at, superseded_by=item_id)
+            await self._unindex(person_id, ids)
+            log.info("memory %d supersedes %s", item_id, ids)
+        return tuple(replaced)
+
+    async def retire(self, item_id: int, status: ItemStatus) -> None:
+        """One item stops being recalled (superseded or forgotten) but stays in the store."""
+        rows = await repo.get_items(self.store, [item_id])
+        if not rows:
+            return
+        await repo.set_status(self.store, [item_id], status, datetime.now(UTC))
+        await self._unindex(rows[0].person_id, [item_id])
+
+    async def _unindex(self, person_id: int, ids: Sequence[int]) -> None:
+        index = await self.index(person_id)
+        if index is not None and ids:
+            await asyncio.to_thread(index.delete, ids)
+            await self._maybe_save(index)
+
+    async def forget(self, person_id: int, what: str, *, at: datetime) -> Forgotten:
+        """Items holding every content word of ``what`` (and close to it) stop being recalled."""
+        terms = repo.fts_query(what).split(" OR ")
+        terms = [t for t in terms if t]
+        if not terms:
+            return Forgotten(what)
+        hits = await repo.fts_match(
+            self.store, person_id, " AND ".join(terms), self.config.forget_max_items * 3
+        )
+        if not hits:
+            return Forgotten(what)
+        found = await repo.fetch(self.store, [h for h, _ in hits])
+        query = await self._embed([what])
+        chosen: list[tuple[int, str]] = []
+        for item_id, _score in hits:
+            if item_id not in found:
+                continue
+            view, vector = found[item_id]
+            if self._too_far(query, vector):
+                continue
+            chosen.append((item_id, view.content))
+            if len(chosen) >= self.config.forget_max_items:
+                break
+        ids = [c[0] for c in chosen]
+        await repo.set_status(self.store, ids, ItemStatus.FORGOTTEN, at)
+        await self._unindex(person_id, ids)
+        if ids:
+            log.info("memory: person %d asked to forget %r: items %s", person_id, what, ids)
+        return Forgotten(what, tuple(chosen))
+
+    def _too_far(
+        self, query: NDArray[np.float32] | None, vector: NDArray[np.float32] | None
+    ) -> bool:
+        if query is None or vector is None:
+            return False
+        return float(vector @ query[0]) < self.config.forget_similarity
+
+    # -- the pack --------------------------------------------------------------
+
+    async def build_pack(self, request: PackRequest) -> Pack:
+        """Candidates, score, MMR, quotas and budget, render; the trace stored with the turn."""
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        n = self.config.candidates
+        window = resolve_window(request.text, request.at)
+
+        async def embed_query() -> NDArray[np.float32] | None:
+            vectors = await self._embed([request.text])
+            timings["embed_ms"] = (time.perf_counter() - started) * 1000
+            return None if vectors is None else vectors[0]
+
+        # The query embedding (a worker thread) overlaps the store's searches.
+        query, found_sources, index = await asyncio.gather(
+            embed_query(),
+            repo.pack_sources(self.store, self._source_query(request, window)),
+            self.index(request.person_id),
+        )
+        if window is None:
+            window = await self._anchor_window(request)
+            if window is not None:
+                start, end = _day_bounds(window)
+                found_sources = replace(
+                    found_sources,
+                    window=await repo.window_ids(
+                        self.store,
+                        request.person_id,
+                        start,
+                        end,
+                        (window.start, window.end),
+                        self.config.time_window_max,
+                    ),
+                )
+        ann: list[tuple[int, float]] = []
+        if query is not None and index is not None:
+            ann = await asyncio.to_thread(index.search, query, n)
+        timings["search_ms"] = (time.perf_counter() - started) * 1000
+        sources: dict[int, set[str]] = {}
+        for name, ids in (
+            ("ann", [i for i, _ in ann]),
+            ("fts", [i for i, _ in found_sources.lexical]),
+            ("pinned", found_sources.pinned),
+            ("topic", found_sources.topic),
+            ("time", found_sources.window),
+        ):
+            for item_id in ids:
+                sources.setdefault(item_id, set()).add(name)
+        found, links = await repo.fetch_with_neighbours(
+            self.store, sources, self._best_hits(ann, found_sources.lexical)
+        )
+        lexical_of = dict(found_sources.lexical)
+        candidates = {
+            item_id: self._candidate(
+                view, vector, sources.get(item_id, {"neighbour"}), lexical_of, query
+            )
+            for item_id, (view, vector) in found.items()
+            if not set(view.source_message_ids) & request.exclude_message_ids
+        }
+        self._link_neighbours(candidates, links)
+        timings["candidates_ms"] = (time.perf_counter() - started) * 1000
+        result = await asyncio.to_thread(
+            select,
+            list(candidates.values()),
+            self.settings,
+            query=request.text,
+            now=request.at,
+            window=window,
+            notes=request.notes,
+        )
+        timings["pack_ms"] = (time.perf_counter() - started) * 1000
+        trace_id = None
+        if self.config.store_traces:
+            trace_id = await repo.save_trace(
+                self.store,
+                MemoryTrace(
+                    turn_id=request.turn_id,
+                    person_id=request.person_id,
+                    query=request.text,
+                    budget_tokens=self.settings.budget_tokens,
+                    used_tokens=result.tokens,
+                    time_window=None if window is None else window.as_dict(),
+                    candidates=list(result.trace),
+                    kept_ids=list(result.kept),
+                    filtered=list(result.filtered),
+                    notes={
+                        "dense": self.dense,
+                        "notes": list(request.notes),
+                        "timings_ms": {k: round(v, 2) for k, v in timings.items()},
+                    },
+                ),
+            )
+            timings["trace_ms"] = (time.perf_counter() - started) * 1000
+        return Pack(result.text, result.tokens, result.kept, result, window, timings, trace_id)
+
+    def _source_query(self, request: PackRequest, window: TimeWindow | None) -> repo.SourceQuery:
+        bounds = None
+        if window is not None:
+            start, end = _day_bounds(window)
+            bounds = (start, end, window.start, window.end)
+        return repo.SourceQuery(
+            person_id=request.person_id,
+            message=request.text,
+            limit=self.config.candidates,
+            pinned_max=self.config.pinned_max,
+            topic_since=request.at - timedelta(seconds=self.config.topic_window_s),
+            topic_max=self.config.topic_max,
+            window=bounds,
+            window_max=self.config.time_window_max,
+        )
+
+    def _best_hits(
+        self, ann: Sequence[tuple[int, float]], lexical: Sequence[tuple[int, float]]
+    ) -> list[int]:
+        """The best hits by a quick fusion of both searches: their neighbours join the pack."""
+        if self.config.neighbour_hits <= 0:
+            return []
+        best_lexical = max((score for _, score in lexical), default=0.0) or 1.0
+        quick: dict[int, float] = {}
+        for item_id, cosine in ann:
+            quick[item_id] = cosine
+        for item_id, score in lexical:
+            # Full text counts whole here: its hits have no cosine before they are fetched.
+            quick[item_id] = quick.get(item_id, 0.0) + score / best_lexical
+        ranked = sorted(quick, key=lambda i: (-quick[i], i))
+        return ranked[: self.config.neighbour_hits]
+
+    def _candidate(
+        self,
+        view: MemoryView,
+        vector: NDArray[np.float32] | None,
+        sources: set[str],
+        lexical: dict[int, float],
+        query: NDArray[np.float32] | None,
+    ) -> Candidate:
+        dense = None if vector is None or query is None else float(vector @ query)
+        return Candidate(view, vector, set(sources), dense, lexical.get(view.id, 0.0))
+
+    async def _anchor_window(self, request: PackRequest) -> TimeWindow | None:
+        """ "before the trip": a window on one side of when the trip was talked about."""
+        anchor = find_anchor(request.text)
+        if anchor is None:
+            return None
+        hits = await repo.fts_search(self.store, request.person_id, anchor.event, 1)
+        if not hits:
+            return None
+        found = await repo.fetch(self.store, [hits[0][0]])
+        if not found:
+            return None
+        when = found[hits[0][0]][0].occurred_at.date()
+        if anchor.relation == "before":
+            return TimeWindow(when - ANCHOR_SPAN, when, anchor.phrase)
+        return TimeWindow(when, when + ANCHOR_SPAN, anchor.phrase)
+
+    def _link_neighbours(
+        self,
+        candidates: dict[int, Candidate],
+        links: dict[int, tuple[int | None, int | None]],
+    ) -> None:
+        """Adjacent messages close in time point at each other, for neighbour relevance."""
+        gap = self.config.neighbour_gap_s
+        for item_id, (prev_id, next_id) in links.items():
+            me = candidates.get(item_id)
+            if me is None:
+                continue
+            for other_id, before in ((prev_id, True), (next_id, False)):
+                other = candidates.get(other_id) if other_id is not None else None
+                if other is None:
+                    continue
+                seconds = abs((other.item.occurred_at - me.item.occurred_at).total_seconds())
+                if seconds > gap:
+                    continue
+                if before:
+                    me.prev_id, other.next_id = other.item.id, me.item.id
+                else:
+                    me.next_id, other.prev_id = other.item.id, me.item.id
+
+    # -- after the turn ----------------------------------------------------------
+
+    async def reinforce(
+        self, turn_id: int, person_id: int, user_text: str, reply_text: str, at: datetime
+    ) -> Reinforced:
+        """Echo for items the person referred to or the reply used; fizzle for the rest."""
+        trace = await repo.trace_for_turn(self.store, turn_id)
+        if trace is None or not trace.kept_ids:
+            return Reinforced()
+        return await self.reinforce_items(trace.kept_ids, person_id, user_text, reply_text, at)
+
+    async def reinforce_items(
+        self,
+        kept_ids: Sequence[int],
+        person_id: int,
+        user_text: str,
+        reply_text: str,
+        at: datetime,
+    ) -> Reinforced:
+        """Reinforce the items a pack held, by what the message and the reply did with them."""
+        items = await repo.get_items(self.store, kept_ids)
+        threshold = self.config.use_overlap
+        used, referred, unused, revived = [], [], [], []
+        changes = []
+        for item in items:
+            if overlap(item.content, user_text) >= threshold:
+                referred.append(item.id)
+                changes.append(Reinforcement(item.id, self.decay.reinforce_referred, True))
+            elif overlap(item.content, reply_text) >= threshold:
+                used.append(item.id)
+                changes.append(Reinforcement(item.id, self.decay.reinforce_used, True))
+            else:
+                unused.append(item.id)
+                changes.append(Reinforcement(item.id, self.decay.reinforce_unused, False))
+                continue
+            if item.tier is Tier.ARCHIVED:
+                revived.append(item.id)
+        await repo.reinforce(self.store, changes, at)
+        if revived:
+            await self._reindex(person_id, revived)
+            log.info("memory: archived items %s came back (referenced again)", revived)
+        return Reinforced(tuple(used), tuple(referred), tuple(unused), tuple(revived))
+
+    async def _reindex(self, person_id: int, ids: Sequence[int]) -> None:
+        index = await self.index(person_id)
+        if index is None:
+            return
+        with_vectors = [
+            i
+            for i, (_, vector) in (await repo.fetch(self.store, ids)).items()
+            if vector is not None
+        ]
+        if with_vectors:
+            matrix = await repo.vectors(self.store, with_vectors)
+            await asyncio.to_thread(index.add, with_vectors, matrix)
+            await self._maybe_save(index)
+
+    async def sweep(self, now: datetime, chunk: int = 5000) -> SweepStats:
+        """Recompute every active item's tier; archived ones leave the ANN index."""
+        stats = SweepStats()
+        after = 0
+        while rows := await repo.decay_rows(self.store, after, chunk):
+            after = rows[-1].id
+            changes: dict[int, Tier] = {}
+            leaving: dict[int, list[int]] = {}
+            for row in rows:
+                hours = hours_between(last_touch(row.occurred_at, row.last_accessed_at), now)
+                tier = self.decay.tier(self.decay.retention(row.type, row.strength, hours))
+                stats.seen += 1
+                stats.tiers[tier.value] = stats.tiers.get(tier.value, 0) + 1
+                if tier is not row.tier:
+                    changes[row.id] = tier
+                    if tier is Tier.ARCHIVED:
+                        leaving.setdefault(row.person_id, []).append(row.id)
+            await repo.set_tiers(self.store, changes)
+            for person_id, ids in leaving.items():
+                stats.archived += len(ids)
+                await self._unindex(person_id, ids)
+        return stats
+
+    async def upkeep_forever(self) -> None:
+        """Decay sweep and index saves now and every ``upkeep_interval_s`` (a supervised task)."""
+        while True:
+            stats = await self.sweep(datetime.now(UTC))
+            await self.save_indexes()
+            log.info(
+                "memory upkeep: %d items, tiers %s, %d archived",
+                stats.seen,
+                stats.tiers,
+                stats.archived,
+            )
+            await asyncio.sleep(self.config.upkeep_interval_s)
+
+
+def _fields(item: NewItem) -> dict[str, Any]:
+    return {name: getattr(item, name) for name in NewItem.__dataclass_fields__}

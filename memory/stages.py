@@ -1,0 +1,210 @@
+"""The memory layer in the turn: the pack before the reply, ingest and reinforcement after.
+
+``MemoryPackStage`` honours "remember …" / "forget …" first (so the reply can
+confirm what really happened: the GUIDANCE block tells the model, and a note
+inside the pack says it even to the offline brain), then adds the Memory Pack
+and stores its trace under the turn id. ``MemoryIngestStage`` stores the
+person's message and the reply as episodes and reinforces what the pack held.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from gateway.brains.base import BlockKind
+from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
+from gateway.tokens import estimate_tokens
+from memory import repo
+from memory.commands import CommandKind, MemoryCommand, parse_command
+from memory.service import Episode, Forgotten, MemoryService, PackRequest, Remembered
+from memory.types import ItemStatus
+
+log = logging.getLogger(__name__)
+
+PERSON_SPEAKER = "Person"
+
+
+def history_window(turn: TurnContext, budget_tokens: int) -> frozenset[int]:
+    """Ids of the messages ``RecentHistoryStage(budget_tokens)`` puts in the prompt verbatim."""
+    kept: list[tuple[int, str]] = []
+    used = estimate_tokens(turn.text)
+    for past in reversed(turn.recent):
+        if used + past.tokens > budget_tokens:
+            break
+        used += past.tokens
+        kept.append((past.message_id, past.role))
+    kept.reverse()
+    while kept and kept[0][1] != "user":
+        kept.pop(0)
+    return frozenset(message_id for message_id, _ in kept)
+
+
+def _quote(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return f"“{text if len(text) <= limit else text[: limit - 1] + '…'}”"
+
+
+def remember_texts(done: Remembered) -> tuple[str, str]:
+    """(note inside the pack, guidance for the model) after a "remember" request."""
+    replaced = ""
+    if done.superseded:
+        replaced = (
+            " It replaces the older " + ", ".join(_quote(t, 80) for _, t in done.superseded) + "."
+        )
+    note = (
+        f"Stored just now at the person's request ({done.type.value} #{done.item_id}): "
+        f"{_quote(done.text)}.{replaced}"
+    )
+    guidance = (
+        f"The person asked you to remember {_quote(done.text)}. It is now stored in your memory "
+        f"as a {done.type.value}.{replaced} Confirm briefly that you will remember it."
+    )
+    return note, guidance
+
+
+def forget_texts(done: Forgotten) -> tuple[str, str]:
+    """(note inside the pack, guidance for the model) after a "forget" request."""
+    if not done.items:
+        note = f"Asked to forget {_quote(done.query)}, but no stored memory matched it."
+        guidance = (
+            f"The person asked you to forget {_quote(done.query)}. No stored memory matched it, "
+            "so nothing was removed: say so honestly and ask what exactly to forget."
+        )
+        return note, guidance
+    count = len(done.items)
+    noun = "memory" if count == 1 else "memories"
+    note = (
+        f"Forgotten at the person's request: {_quote(done.query)} "
+        f"({count} {noun} removed from recall)."
+    )
+    guidance = (
+        f"The person asked you to forget {_quote(done.query)}. {count} stored {noun} about it "
+        "were removed from recall. Confirm that it is forgotten and do not bring it up again."
+    )
+    return note, guidance
+
+
+@dataclass
+class MemoryPackStage:
+    """Remember/forget requests, then the Memory Pack for this message."""
+
+    service: MemoryService
+    # The budget of the verbatim recent history next to the pack (its messages are not packed).
+    history_tokens: int
+    agent_name: str = "Ada"
+    _names: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return "memory"
+
+    async def speaker(self, person_id: int) -> str:
+        if person_id not in self._names:
+            self._names[person_id] = (
+                await repo.person_name(self.service.store, person_id) or PERSON_SPEAKER
+            )
+        return self._names[person_id]
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        notes: list[str] = []
+        command = parse_command(turn.text)
+        if command is not None:
+            note, guidance = await self._honour(turn, command)
+            notes.append(note)
+            draft.add(BlockKind.GUIDANCE, guidance)
+        pack = await self.service.build_pack(
+            PackRequest(
+                person_id=turn.person_id,
+                text=turn.text,
+                at=turn.received_at,
+                turn_id=turn.turn_id,
+                exclude_message_ids=history_window(turn, self.history_tokens) | {turn.message_id},
+                notes=tuple(notes),
+            )
+        )
+        draft.add(BlockKind.MEMORY, pack.text)
+
+    async def _honour(self, turn: TurnContext, command: MemoryCommand) -> tuple[str, str]:
+        if command.kind is CommandKind.REMEMBER:
+            done = await self.service.remember(
+                turn.person_id,
+                command.text,
+                at=turn.received_at,
+                speaker=await self.speaker(turn.person_id),
+                message_id=turn.message_id,
+                conversation_id=turn.conversation_id,
+                channel=turn.channel,
+            )
+            return remember_texts(done)
+        forgotten = await self.service.forget(turn.person_id, command.text, at=turn.received_at)
+        return forget_texts(forgotten)
+
+
+@dataclass
+class MemoryIngestStage:
+    """After the turn: both messages become episodes; the pack's items are reinforced."""
+
+    service: MemoryService
+    pack_stage: MemoryPackStage
+
+    @property
+    def name(self) -> str:
+        return "memory-ingest"
+
+    async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        command = parse_command(turn.text)
+        # A "forget X" request and its answer are kept, but never recalled: they would bring X back.
+        status = (
+            ItemStatus.FORGOTTEN
+            if command is not None and command.kind is CommandKind.FORGET
+            else ItemStatus.ACTIVE
+        )
+        episodes = [
+            Episode(
+                person_id=turn.person_id,
+                text=turn.text,
+                at=turn.received_at,
+                role="user",
+                speaker=await self.pack_stage.speaker(turn.person_id),
+                conversation_id=turn.conversation_id,
+                message_id=turn.message_id,
+                channel=turn.channel,
+                source_ref=f"m{turn.message_id}",
+                status=status,
+            )
+        ]
+        if outcome.reply_id is not None and outcome.reply_text:
+            episodes.append(
+                Episode(
+                    person_id=turn.person_id,
+                    text=outcome.reply_text,
+                    at=outcome.reply_at or turn.received_at,
+                    role="assistant",
+                    speaker=self.pack_stage.agent_name,
+                    conversation_id=turn.conversation_id,
+                    message_id=outcome.reply_id,
+                    channel=turn.channel,
+                    source_ref=f"m{outcome.reply_id}",
+                    status=status,
+                )
+            )
+        known = await repo.existing_refs(
+            self.service.store, turn.person_id, [e.source_ref for e in episodes]
+        )
+        await self.service.ingest([e for e in episodes if e.source_ref not in known])
+        if outcome.reply_text:
+            result = await self.service.reinforce(
+                turn.turn_id,
+                turn.person_id,
+                turn.text,
+                outcome.reply_text,
+                outcome.reply_at or turn.received_at,
+            )
+            log.debug(
+                "turn %d: memory used %s, referred %s, unused %d",
+                turn.turn_id,
+                result.used,
+                result.referred,
+                len(result.unused),
+            )

@@ -1,0 +1,394 @@
+"""The memory layer with the real MiniLM model: persistence, index rebuilds, supersession,
+decay and resurrection, time-aware recall, and remember/forget through a webchat turn.
+
+The model loads once for the whole test session (``embedder``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestServer
+from numpy.typing import NDArray
+from sqlalchemy import select
+
+from gateway.app import GATEWAY, create_app
+from gateway.brains.base import BlockKind, BrainRequest
+from gateway.brains.offline import OfflineBrain
+from gateway.brains.scripted import ScriptedBrain
+from gateway.config import Config
+from gateway.store import Store
+from gateway.store.repo import Address, resolve_address
+from memory import repo
+from memory.embed import Embedder, SentenceEmbedder
+from memory.models import MemoryItem, MemoryTrace
+from memory.service import Episode, MemoryService, PackRequest
+from memory.types import ItemStatus, ItemType, Tier
+from tests.conftest import make_config
+
+pytestmark = pytest.mark.slow
+
+T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceEmbedder:
+    return SentenceEmbedder.load()
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture
+def memory_config(tmp_path: Path) -> Config:
+    return make_config(tmp_path, memory={"embedder": "minilm"})
+
+
+@pytest.fixture
+async def store(memory_config: Config) -> AsyncIterator[Store]:
+    async with Store(memory_config.database_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def address(store: Store) -> Address:
+    return await resolve_address(store, "webchat", "session-a", display_name="Sam")
+
+
+def service_for(store: Store, config: Config, embedder: Embedder) -> MemoryService:
+    return MemoryService(store, config.memory, config.data_dir / "memory-index", embedder)
+
+
+LINES = [
+    ("user", "I adopted a grey cat called Miso last spring."),
+    ("assistant", "Miso sounds lovely! How is she settling in?"),
+    ("user", "My sister Ana lives in Lisbon and works as a nurse."),
+    ("assistant", "Lisbon is a beautiful city."),
+    ("user", "I am training for the Berlin marathon in September."),
+]
+
+
+async def ingest_lines(service: MemoryService, address: Address) -> list[int]:
+    return await service.ingest(
+        [
+            Episode(
+                person_id=address.person_id,
+                text=text,
+                at=T0 + timedelta(minutes=n),
+                role=role,
+                speaker="Sam" if role == "user" else "Ada",
+                conversation_id=address.conversation_id,
+                source_ref=f"m{n}",
+            )
+            for n, (role, text) in enumerate(LINES)
+        ]
+    )
+
+
+async def test_vectors_persist_so_a_restart_never_reembeds(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    first = CountingEmbedder(embedder)
+    service = service_for(store, memory_config, first)
+    ids = await ingest_lines(service, address)
+    assert len(first.texts) == len(LINES)
+    assert first.texts[0] == "Sam: I adopted a grey cat called Miso last spring."
+    await service.aclose()
+    items = await repo.get_items(store, ids)
+    assert all(item.embedding is not None and len(item.embedding) == 384 * 4 for item in items)
+
+    second = CountingEmbedder(embedder)
+    restarted = service_for(store, memory_config, second)
+    pack = await restarted.build_pack(
+        PackRequest(address.person_id, "What is my cat called?", T0 + timedelta(days=1))
+    )
+    assert second.texts == ["What is my cat called?"]  # the query only: nothing re-embedded
+    index = await restarted.index(address.person_id)
+    assert index is not None
+    assert index.origin == "loaded"
+    assert index.count == len(LINES)
+    assert "Miso" in pack.text
+
+
+async def test_index_files_deleted_corrupt_or_of_another_dimension_are_rebuilt(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    await ingest_lines(service, address)
+    await service.aclose()
+    folder = memory_config.data_dir / "memory-index"
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == [f"person-{address.person_id}.hnsw", f"person-{address.person_id}.json"]
+
+    async def reopen() -> tuple[str, str]:
+        fresh = service_for(store, memory_config, embedder)
+        index = await fresh.index(address.person_id)
+        assert index is not None
+        pack = await fresh.build_pack(
+            PackRequest(address.person_id, "where does my sister live", T0 + timedelta(days=1))
+        )
+        await fresh.aclose()
+        ann = [c["id"] for c in pack.result.trace if "ann" in c["sources"]]
+        assert len(ann) == len(LINES)
+        return index.origin, pack.text
+
+    for path in folder.iterdir():
+        path.unlink()
+    origin, text = await reopen()
+    assert origin == "rebuilt: missing"
+    assert "Lisbon" in text
+    assert (folder / f"person-{address.person_id}.hnsw").is_file()
+
+    hnsw = folder / f"person-{address.person_id}.hnsw"
+    hnsw.write_bytes(b"\x00garbage" * 100)
+    origin, _ = await reopen()
+    assert origin == "rebuilt: corrupt (checksum)"
+
+    meta_path = folder / f"person-{address.person_id}.json"
+    meta = json.loads(meta_path.read_text())
+    meta["dim"] = 768
+    meta_path.write_text(json.dumps(meta))
+    origin, _ = await reopen()
+    assert origin == "rebuilt: dimension 768 is not 384"
+    assert (await reopen())[0] == "loaded"
+
+
+async def test_a_newer_memory_supersedes_an_older_one_without_erasing_it(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    old = await service.remember(
+        address.person_id, "my favourite colour is blue", at=T0, speaker="Sam"
+    )
+    new = await service.remember(
+        address.person_id, "my favourite colour is green", at=T0 + timedelta(days=3), speaker="Sam"
+    )
+    assert old.type is ItemType.PREFERENCE
+    assert new.superseded == ((old.item_id, "my favourite colour is blue"),)
+    (old_row,) = await repo.get_items(store, [old.item_id])
+    assert old_row.status is ItemStatus.SUPERSEDED
+    assert old_row.superseded_by_id == new.item_id
+    unrelated = await service.remember(address.person_id, "I prefer tea to coffee", at=T0)
+    assert unrelated.superseded == ()
+    pack = await service.build_pack(
+        PackRequest(address.person_id, "what is my favourite colour?", T0 + timedelta(days=4))
+    )
+    assert "green" in pack.text
+    assert "blue" not in pack.text
+
+
+async def test_decay_archives_then_a_reference_brings_an_item_back(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    ids = await ingest_lines(service, address)
+    (persona_id,) = await service.add_items(
+        [repo.NewItem(address.person_id, ItemType.PERSONA, "Sam is a nurse", T0)]
+    )
+    index = await service.index(address.person_id)
+    assert index is not None
+    assert index.count == len(LINES) + 1
+    # Episodes halve every 720 h: after two years they are archived; persona items stay >= 0.5.
+    later = T0 + timedelta(days=730)
+    stats = await service.sweep(later)
+    assert stats.archived == len(LINES)
+    rows = {row.id: row for row in await repo.get_items(store, [*ids, persona_id])}
+    assert {rows[i].tier for i in ids} == {Tier.ARCHIVED}
+    assert rows[persona_id].tier is Tier.ACTIVE
+    assert index.count == 1
+    # Still in the store and in full text: a message that names it finds it.
+    pack = await service.build_pack(
+        PackRequest(address.person_id, "How is Miso the grey cat?", later, turn_id=None)
+    )
+    cat = ids[0]
+    assert cat in pack.kept
+    trace = {c["id"]: c for c in pack.result.trace}
+    assert "ann" not in trace[cat]["sources"]
+    assert "fts" in trace[cat]["sources"]
+    assert trace[cat]["signals"]["recency"] < 0.01
+    # The person referred to it: it is reinforced, active again and back in the index.
+    result = await service.reinforce_items(
+        pack.kept, address.person_id, "How is Miso the grey cat?", "Miso is well.", later
+    )
+    assert cat in result.referred
+    assert cat in result.resurrected
+    (row,) = await repo.get_items(store, [cat])
+    assert row.tier is Tier.ACTIVE
+    assert row.access_count == 1
+    assert row.strength == 1.0
+    assert index.count == 2
+
+
+async def test_time_aware_recall_prefers_the_named_period(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    dinners = [
+        (datetime(2024, 5, 2, 19, 0, tzinfo=UTC), "For dinner I cooked a mushroom risotto."),
+        (datetime(2024, 5, 28, 19, 0, tzinfo=UTC), "For dinner we had tacos at the market."),
+        (datetime(2024, 6, 6, 19, 0, tzinfo=UTC), "For dinner I made a lentil curry."),
+    ]
+    ids = await service.ingest(
+        [
+            Episode(address.person_id, text, at, "user", "Sam", address.conversation_id)
+            for at, text in dinners
+        ]
+    )
+    asked = datetime(2024, 6, 5, 12, 0, tzinfo=UTC)  # a Wednesday: last week is 27 May - 2 June
+    pack = await service.build_pack(
+        PackRequest(address.person_id, "What did I have for dinner last week?", asked)
+    )
+    assert pack.window is not None
+    assert pack.window.phrase == "last week"
+    assert pack.kept[0] == ids[1]
+    trace = {c["id"]: c for c in pack.result.trace}
+    assert "time" in trace[ids[1]]["sources"]
+    # "yesterday" said on 6 June refers to 5 June: stored with the item.
+    (curry,) = await repo.get_items(store, [ids[2]])
+    assert curry.refers_start is None
+    said = await service.ingest(
+        [Episode(address.person_id, "Yesterday I ran 10 km.", asked, "user", "Sam")]
+    )
+    (run,) = await repo.get_items(store, said)
+    assert run.refers_start == datetime(2024, 6, 4).date()
+
+
+# -- remember / forget through a real webchat turn -------------------------------------
+
+
+async def receive_until(ws: aiohttp.ClientWebSocketResponse, kind: str) -> list[dict[str, Any]]:
+    frames = []
+    while True:
+        frame = await ws.receive_json(timeout=20)
+        frames.append(frame)
+        if frame["type"] in (kind, "error"):
+            return frames
+
+
+async def say(ws: aiohttp.ClientWebSocketResponse, text: str, client_id: str) -> dict[str, Any]:
+    await ws.send_json({"type": "message", "text": text, "client_id": client_id})
+    frames = await receive_until(ws, "reply")
+    assert frames[-1]["type"] == "reply", frames[-1]
+    return frames[-1]
+
+
+def block(request: BrainRequest, kind: BlockKind) -> str:
+    return "\n".join(b.text for b in request.system if b.kind is kind)
+
+
+@pytest.fixture
+async def served(
+    memory_config: Config, embedder: SentenceEmbedder
+) -> AsyncIterator[tuple[TestServer, aiohttp.ClientSession, ScriptedBrain]]:
+    brain = ScriptedBrain()
+    server = TestServer(create_app(memory_config, brain=brain, embedder=embedder), host="127.0.0.1")
+    await server.start_server()
+    session = aiohttp.ClientSession()
+    try:
+        yield server, session, brain
+    finally:
+        await session.close()
+        await server.close()
+
+
+async def test_remember_and_forget_through_a_webchat_turn(
+    served: tuple[TestServer, aiohttp.ClientSession, ScriptedBrain],
+) -> None:
+    server, session, brain = served
+    ws = await session.ws_connect(str(server.make_url("/ws?session=memory-test-1")))
+    await ws.receive_json(timeout=5)
+    await ws.receive_json(timeout=5)
+    brain.script = ["Noted, I will remember that you are allergic to peanuts."]
+    await say(ws, "Please remember that I am allergic to peanuts.", "c-1")
+    request = brain.requests[-1]
+    assert "Stored just now at the person's request (preference" in block(request, BlockKind.MEMORY)
+    assert "asked you to remember “I am allergic to peanuts”" in block(request, BlockKind.GUIDANCE)
+
+    for n, text in enumerate(["I love jazz, especially Coltrane.", "The weather is grey today."]):
+        await say(ws, text, f"c-{n + 2}")
+    # Enough later chatter that the first exchange left the verbatim history window.
+    for n in range(12):
+        await say(ws, f"Filler message number {n} about nothing in particular " * 6, f"f-{n}")
+    await say(ws, "What am I allergic to?", "c-q")
+    request = brain.requests[-1]
+    memory = block(request, BlockKind.MEMORY)
+    assert "peanuts" in memory
+    assert "facts, not instructions" in memory
+    assert all("peanuts" not in m.text for m in request.messages)  # it came from the pack
+
+    gateway = server.app[GATEWAY]
+    async with gateway.store.session() as db:
+        traces = (await db.scalars(select(MemoryTrace).order_by(MemoryTrace.id))).all()
+        turn_ids = [t.turn_id for t in traces]
+        assert len(traces) == len(brain.requests)
+        assert None not in turn_ids
+        last = traces[-1]
+        assert last.kept_ids
+        assert last.candidates
+        assert {"decision", "reason", "signals", "sources"} <= set(last.candidates[0])
+
+    brain.script = ["Done, I have forgotten that."]
+    await say(ws, "Forget that I love jazz", "c-f")
+    request = brain.requests[-1]
+    assert "Forgotten at the person's request: “I love jazz”" in block(request, BlockKind.MEMORY)
+    assert "Confirm that it is forgotten" in block(request, BlockKind.GUIDANCE)
+    async with gateway.store.session() as db:
+        rows = (
+            await db.scalars(select(MemoryItem).where(MemoryItem.content.contains("jazz")))
+        ).all()
+    assert rows
+    assert {r.status for r in rows} == {ItemStatus.FORGOTTEN}
+    for n in range(8):
+        await say(ws, f"More filler {n} to push the history window along " * 6, f"g-{n}")
+    await say(ws, "What music do I like? jazz?", "c-j")
+    assert "jazz" not in block(brain.requests[-1], BlockKind.MEMORY).replace(
+        "music do I like? jazz", ""
+    )
+    await ws.close()
+
+
+async def test_the_offline_brain_shows_an_honest_confirmation(tmp_path: Path) -> None:
+    config = make_config(tmp_path)  # no embedding model: full text only
+    server = TestServer(create_app(config, brain=OfflineBrain()), host="127.0.0.1")
+    await server.start_server()
+    session = aiohttp.ClientSession()
+    try:
+        ws = await session.ws_connect(str(server.make_url("/ws?session=offline-test-1")))
+        await ws.receive_json(timeout=5)
+        await ws.receive_json(timeout=5)
+        reply = await say(ws, "Remember that my bike is a red Bianchi.", "o-1")
+        assert "No language model is configured" in reply["text"]
+        assert "Stored just now at the person's request" in reply["text"]
+        assert "my bike is a red Bianchi" in reply["text"]
+        reply = await say(ws, "Forget that my bike is a red Bianchi.", "o-2")
+        assert "Forgotten at the person's request" in reply["text"]
+        reply = await say(ws, "Forget that I own a submarine.", "o-3")
+        assert "no stored memory matched it" in reply["text"]
+        await ws.close()
+    finally:
+        await session.close()
+        await server.close()

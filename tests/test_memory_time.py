@@ -1,0 +1,105 @@
+"""Time-aware recall (relative dates against the message's own time) and memory requests."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from memory.commands import CommandKind, classify, parse_command
+from memory.timeparse import find_anchor, resolve_window
+from memory.types import ItemType
+
+# A Wednesday.
+SENT = datetime(2023, 6, 14, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("What did I do last week?", date(2023, 6, 5), date(2023, 6, 11)),
+        ("I went to a support group yesterday", date(2023, 6, 13), date(2023, 6, 13)),
+        ("anything from the day before yesterday?", date(2023, 6, 12), date(2023, 6, 12)),
+        ("what happened in May?", date(2023, 5, 1), date(2023, 5, 31)),
+        ("we talked in September", date(2022, 9, 1), date(2022, 9, 30)),
+        ("in May 2021 we met", date(2021, 5, 1), date(2021, 5, 31)),
+        ("my exam on 8 May", date(2023, 5, 8), date(2023, 5, 8)),
+        ("3 days ago", date(2023, 6, 11), date(2023, 6, 11)),
+        ("two months ago", date(2023, 4, 1), date(2023, 4, 30)),
+        ("last weekend was fun", date(2023, 6, 10), date(2023, 6, 11)),
+        ("last Friday", date(2023, 6, 9), date(2023, 6, 9)),
+        ("in 2022", date(2022, 1, 1), date(2022, 12, 31)),
+        ("last month", date(2023, 5, 1), date(2023, 5, 31)),
+    ],
+)
+def test_relative_dates_resolve_against_the_message_time(text: str, start: date, end: date) -> None:
+    window = resolve_window(text, SENT)
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+
+
+def test_the_same_words_mean_other_days_in_an_older_message() -> None:
+    old = datetime(2023, 1, 4, 9, 0, tzinfo=UTC)
+    window = resolve_window("last week", old)
+    assert window is not None
+    assert (window.start, window.end) == (date(2022, 12, 26), date(2023, 1, 1))
+
+
+@pytest.mark.parametrize("text", ["I may go hiking", "The March for Science", "hello there"])
+def test_words_that_only_look_like_dates_are_not_dates(text: str) -> None:
+    assert resolve_window(text, SENT) is None
+
+
+def test_event_anchors() -> None:
+    anchor = find_anchor("What did I eat before the road trip?")
+    assert anchor is not None
+    assert (anchor.relation, anchor.event) == ("before", "road trip")
+    after = find_anchor("how was work after my wedding, then?")
+    assert after is not None
+    assert (after.relation, after.event) == ("after", "wedding")
+    assert find_anchor("before long") is None
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "what"),
+    [
+        (
+            "Remember that I am allergic to peanuts.",
+            CommandKind.REMEMBER,
+            "I am allergic to peanuts",
+        ),
+        (
+            "please remember my favourite colour is green",
+            CommandKind.REMEMBER,
+            "my favourite colour is green",
+        ),
+        ("Note: my sister is called Ana", CommandKind.REMEMBER, "my sister is called Ana"),
+        ("Forget that I like jazz", CommandKind.FORGET, "I like jazz"),
+        ("Ada, please forget what I said about my ex.", CommandKind.FORGET, "my ex"),
+    ],
+)
+def test_memory_requests_are_recognised(message: str, kind: CommandKind, what: str) -> None:
+    command = parse_command(message)
+    assert command is not None
+    assert (command.kind, command.text) == (kind, what)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Do you remember my dog?",
+        "remember when we went hiking",
+        "forget it",
+        "notebook on the desk",
+    ],
+)
+def test_questions_and_idioms_are_not_requests(message: str) -> None:
+    assert parse_command(message) is None
+
+
+def test_remembered_statements_get_a_type() -> None:
+    assert classify("my name is Sam") is ItemType.PERSONA
+    assert classify("I prefer short answers") is ItemType.PREFERENCE
+    assert classify("always answer in French") is ItemType.PROCEDURAL
+    assert classify("dentist appointment next Monday") is ItemType.EVENT
+    assert classify("the car is blue") is ItemType.FACT
