@@ -1,0 +1,594 @@
+"""The persona loop in the turn pipeline: three context stages, two after-turn stages.
+
+Context (before the prompt is composed, in this order after the core's):
+
+- ``PersonaStateStage`` extends the core's persona contract (``PersonaStage``)
+  with the current PersonaState: measured voice and confirmed hard rules;
+- ``ObservationsStage`` adds the OBSERVATIONS block (stable between passes);
+- ``AnchorStage`` runs after the history stage: it puts back any message the
+  observer has not read yet that the history budget dropped, applies the
+  conversation's standing rebase, and carries out the planner's action for
+  this turn (reinforcement, anchors or a new rebase), storing it with the turn.
+
+After the turn (in the conversation's lane, slow work in supervised tasks):
+
+- ``JudgeStage`` scores the reply (SyncScore) in the background; a severe
+  verdict also has the observer read everything still unread, so a rebase on
+  the next turn loses nothing;
+- ``ObserveStage`` starts an observe pass when the unobserved messages reach
+  the threshold (after the judge of the same conversation has finished, so
+  the persona track sees the newest verdicts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+
+from gateway.brains.base import BlockKind, Brain, ChatMessage
+from gateway.config import Config
+from gateway.prompt import (
+    AfterTurnStage,
+    ContextStage,
+    PastMessage,
+    PromptDraft,
+    TurnContext,
+    TurnOutcome,
+)
+from gateway.store import Store
+from gateway.store.models import Turn, utcnow
+from gateway.supervisor import TaskSupervisor
+from gateway.tokens import estimate_tokens
+from memory.observe import (
+    LLMObserver,
+    LLMReflector,
+    ObservationSink,
+    Observer,
+    Reflector,
+    RuleObserver,
+    RuleReflector,
+    instruction_lines,
+)
+from persona.anchor import (
+    REINFORCE_PREFIX,
+    PlannerSettings,
+    build_rebase,
+    place_anchors,
+    plan,
+)
+from persona.judge import (
+    Judge,
+    JudgeInput,
+    LLMJudge,
+    LocalJudge,
+    SyncPolicy,
+    SyncScorer,
+    TextEmbedder,
+    Tier,
+    drift_state,
+)
+from persona.models import ActionKind, PersonaAction
+from persona.observations import ObservationLog, ObservePass
+from persona.state import MergePolicy, PersonaBook, initial_state, load_exemplars
+
+log = logging.getLogger(__name__)
+
+MODEL_BRAINS = ("claude", "openai")
+
+
+# -- history helpers -------------------------------------------------------------
+
+
+def align(recent: Sequence[PastMessage], history: Sequence[ChatMessage]) -> list[int | None]:
+    """The stored message id of each history entry (None for entries a stage made up)."""
+    ids: list[int | None] = []
+    j = len(recent) - 1
+    for message in reversed(history):
+        k = j
+        while k >= 0 and not (recent[k].role == message.role and recent[k].text == message.text):
+            k -= 1
+        if k >= 0:
+            ids.append(recent[k].message_id)
+            j = k - 1
+        else:
+            ids.append(None)
+    ids.reverse()
+    return ids
+
+
+def restore_unobserved(
+    recent: Sequence[PastMessage],
+    history: Sequence[ChatMessage],
+    observed_through: int,
+) -> tuple[list[tuple[ChatMessage, int | None]], list[int]]:
+    """The history with every unobserved message in it, in order; and the ids put back.
+
+    The history budget may drop old messages, but one the observer has not
+    read yet would then be lost to the agent entirely: it stays until observed.
+    """
+    ids = align(recent, history)
+    present = {i for i in ids if i is not None}
+    missing = [m for m in recent if m.message_id > observed_through and m.message_id not in present]
+    if not missing:
+        return list(zip(history, ids, strict=True)), []
+    merged: list[tuple[ChatMessage, int | None]] = []
+    pending = list(missing)
+    for message, message_id in zip(history, ids, strict=True):
+        while pending and message_id is not None and pending[0].message_id < message_id:
+            past = pending.pop(0)
+            merged.append((ChatMessage(past.role, past.text), past.message_id))
+        merged.append((message, message_id))
+    merged.extend((ChatMessage(p.role, p.text), p.message_id) for p in pending)
+    # The Messages API wants a user message first: bring the restored reply's question too.
+    if merged and merged[0][0].role == "assistant":
+        first_id = merged[0][1]
+        before = [m for m in recent if first_id is not None and m.message_id < first_id]
+        question = next((m for m in reversed(before) if m.role == "user"), None)
+        if question is not None:
+            merged.insert(0, (ChatMessage("user", question.text), question.message_id))
+    return merged, [m.message_id for m in missing]
+
+
+# -- context stages -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PersonaStateStage:
+    """The PersonaState after the core's persona contract, in the same cached block."""
+
+    book: PersonaBook
+
+    @property
+    def name(self) -> str:
+        return "persona_state"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        current = await self.book.current()
+        draft.add(BlockKind.PERSONA, current.state.render_contract())
+
+
+@dataclass(frozen=True)
+class ObservationsStage:
+    log: ObservationLog
+    budget_tokens: int
+
+    @property
+    def name(self) -> str:
+        return "observations"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        draft.add(BlockKind.OBSERVATIONS, await self.log.block(turn.person_id, self.budget_tokens))
+
+
+@dataclass(frozen=True)
+class AnchorStage:
+    """Unobserved-message guard, standing rebase, and this turn's anchor action."""
+
+    store: Store
+    log: ObservationLog
+    book: PersonaBook
+    settings: PlannerSettings
+    agent_name: str
+    # Off when observing is off: then nothing is ever "observed" and the budget rules.
+    guard_unobserved: bool = True
+
+    @property
+    def name(self) -> str:
+        return "anchor"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        through = await self.log.cursor(turn.conversation_id)
+        if self.guard_unobserved:
+            entries, restored = restore_unobserved(turn.recent, draft.history, through)
+        else:
+            through = max((m.message_id for m in turn.recent), default=0)
+            entries = list(zip(draft.history, align(turn.recent, draft.history), strict=True))
+            restored = []
+        standing = await self._standing_rebase(turn.conversation_id)
+        turn_number = await self._turn_number(turn)
+        drift = await drift_state(self.store, turn.conversation_id)
+        since = None if standing is None else turn_number - int(standing["turn_number"])
+        decision = plan(
+            self.settings,
+            turn_number=turn_number,
+            drift=drift,
+            history_messages=len(entries),
+            turns_since_rebase=since,
+        )
+        detail: dict[str, Any] = {"reason": decision.reason, "turn_number": turn_number}
+        if restored:
+            detail["restored_unobserved"] = restored
+        state = (await self.book.current()).state
+        kind = decision.kind
+        guidance = ""
+        if kind is ActionKind.REBASE:
+            rebase = build_rebase(
+                turn.recent,
+                keep_turns=self.settings.rebase_keep_turns,
+                summary_tokens=self.settings.rebase_summary_tokens,
+                observed_through=through,
+                agent_name=self.agent_name,
+            )
+            if rebase is None:
+                # Too short to rebase: the strongest thing left is anchoring.
+                kind = ActionKind.REINFORCE
+            else:
+                standing = {
+                    "summary": rebase.summary,
+                    "base_message_id": rebase.base_message_id,
+                    "turn_number": turn_number,
+                }
+                detail.update(
+                    standing,
+                    summarized_ids=list(rebase.summarized_ids),
+                    unobserved_in_summary=list(rebase.unobserved_in_summary),
+                )
+        if standing is not None:
+            base = int(standing["base_message_id"])
+            entries = [(m, i) for m, i in entries if i is None or i >= base]
+            # The summary bridges to the first kept message; once the history has
+            # moved past it (budget), the observations carry the past on their own.
+            if any(i == base for _, i in entries):
+                guidance = str(standing["summary"])
+        history = [message for message, _ in entries]
+        if kind is ActionKind.ANCHOR:
+            anchor = state.render_anchor(
+                self.settings.anchor_min_tokens, self.settings.anchor_max_tokens, self.agent_name
+            )
+            history, positions = place_anchors(history, anchor)
+            detail.update(anchor=anchor, positions=positions, history_messages=len(history))
+            if not positions:
+                kind = ActionKind.REINFORCE
+        if kind in (ActionKind.REINFORCE, ActionKind.ANCHOR, ActionKind.REBASE):
+            reinforcement = REINFORCE_PREFIX + state.render_reinforcement(
+                self.settings.reinforcement_tokens
+            )
+            guidance = f"{guidance}\n\n{reinforcement}" if guidance else reinforcement
+            detail["reinforcement"] = reinforcement
+        if guidance:
+            draft.add(BlockKind.GUIDANCE, guidance)
+        draft.history = history
+        if kind is not None:
+            await self._record(turn, kind, drift.tier, drift.ewma, detail)
+
+    async def _turn_number(self, turn: TurnContext) -> int:
+        async with self.store.session() as session:
+            count = await session.scalar(
+                select(func.count())
+                .select_from(Turn)
+                .where(Turn.conversation_id == turn.conversation_id, Turn.id <= turn.turn_id)
+            )
+        return int(count or 0)
+
+    async def _standing_rebase(self, conversation_id: int) -> dict[str, Any] | None:
+        async with self.store.session() as session:
+            row = await session.scalar(
+                select(PersonaAction)
+                .where(
+                    PersonaAction.conversation_id == conversation_id,
+                    PersonaAction.kind == ActionKind.REBASE,
+                )
+                .order_by(PersonaAction.id.desc())
+                .limit(1)
+            )
+        return dict(row.detail) if row is not None else None
+
+    async def _record(
+        self,
+        turn: TurnContext,
+        kind: ActionKind,
+        tier: Tier,
+        ewma: float | None,
+        detail: dict[str, Any],
+    ) -> None:
+        tokens = sum(
+            estimate_tokens(str(detail.get(key, "")))
+            for key in ("summary", "anchor", "reinforcement")
+        )
+        if kind is ActionKind.ANCHOR:
+            tokens += estimate_tokens(str(detail.get("anchor", ""))) * (
+                len(detail.get("positions", [])) - 1
+            )
+        async with self.store.session() as session:
+            session.add(
+                PersonaAction(
+                    turn_id=turn.turn_id,
+                    conversation_id=turn.conversation_id,
+                    kind=kind,
+                    tier=tier.value,
+                    ewma=ewma,
+                    tokens=tokens,
+                    detail=detail,
+                    created_at=utcnow(),
+                )
+            )
+
+
+# -- after-turn stages ------------------------------------------------------------
+
+
+@dataclass
+class PersonaLoop:
+    """The persona loop's parts, built once by the composition root."""
+
+    store: Store
+    supervisor: TaskSupervisor
+    book: PersonaBook
+    log: ObservationLog
+    scorer: SyncScorer
+    observe_pass: ObservePass
+    planner: PlannerSettings
+    agent_name: str
+    observations_tokens: int
+    observe_enabled: bool = True
+    _judging: dict[int, asyncio.Task[Any]] = field(default_factory=dict)
+    _observing: set[int] = field(default_factory=set)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[Any]:
+        task = self.supervisor.spawn(name, coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def idle(self, timeout: float) -> bool:
+        """Wait until no judge or observe task of this loop runs; True when they all ended."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._tasks:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return False
+            await asyncio.wait(set(self._tasks), timeout=left)
+        return True
+
+    @property
+    def context_stages(self) -> list[ContextStage]:
+        return [
+            PersonaStateStage(self.book),
+            ObservationsStage(self.log, self.observations_tokens),
+            AnchorStage(
+                self.store,
+                self.log,
+                self.book,
+                self.planner,
+                self.agent_name,
+                guard_unobserved=self.observe_enabled,
+            ),
+        ]
+
+    @property
+    def after_stages(self) -> list[AfterTurnStage]:
+        stages: list[AfterTurnStage] = [JudgeStage(self)]
+        if self.observe_enabled:
+            stages.append(ObserveStage(self))
+        return stages
+
+    async def judge_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        request = outcome.request
+        if request is None or outcome.reply_text is None:
+            return
+        state = (await self.book.current()).state
+
+        def block(kind: BlockKind) -> str:
+            return "\n\n".join(b.text for b in request.system if b.kind is kind)
+
+        item = JudgeInput(
+            reply=outcome.reply_text,
+            user_message=turn.text,
+            pack=block(BlockKind.MEMORY),
+            observations=block(BlockKind.OBSERVATIONS),
+            history=request.messages[:-1],
+            persona=block(BlockKind.PERSONA),
+            state=state,
+        )
+        previous = self._judging.get(turn.conversation_id)
+        task = self._spawn(
+            f"judge-turn-{turn.turn_id}",
+            self._judge(previous, turn, outcome.reply_id, item),
+        )
+        self._judging[turn.conversation_id] = task
+        task.add_done_callback(lambda t: self._forget(turn.conversation_id, t))
+
+    def _forget(self, conversation_id: int, task: asyncio.Task[Any]) -> None:
+        if self._judging.get(conversation_id) is task:
+            del self._judging[conversation_id]
+
+    async def _judge(
+        self,
+        previous: asyncio.Task[Any] | None,
+        turn: TurnContext,
+        reply_id: int | None,
+        item: JudgeInput,
+    ) -> None:
+        # Verdicts of one conversation are stored in turn order: the EWMA is a chain.
+        if previous is not None:
+            await asyncio.wait({previous})
+        verdict = await self.scorer.score(
+            turn_id=turn.turn_id,
+            conversation_id=turn.conversation_id,
+            reply_message_id=reply_id,
+            item=item,
+        )
+        log.debug(
+            "turn %d: SyncScore %s ewma=%s tier=%s by %s",
+            turn.turn_id,
+            verdict.composite,
+            verdict.ewma,
+            verdict.tier,
+            verdict.judge,
+        )
+        if verdict.tier is Tier.SEVERE and self.observe_enabled:
+            await self.observe_pass.run(turn.conversation_id, turn.person_id, force=True)
+
+    async def observe_turn(self, turn: TurnContext) -> None:
+        conversation_id = turn.conversation_id
+        if conversation_id in self._observing or not await self.observe_pass.due(conversation_id):
+            return
+        self._observing.add(conversation_id)
+        judging = self._judging.get(conversation_id)
+        try:
+            self._spawn(
+                f"observe-conversation-{conversation_id}-turn-{turn.turn_id}",
+                self._observe(judging, turn),
+            )
+        except RuntimeError:
+            self._observing.discard(conversation_id)
+            raise
+
+    async def _observe(self, judging: asyncio.Task[Any] | None, turn: TurnContext) -> None:
+        try:
+            if judging is not None:
+                await asyncio.wait({judging})
+            await self.observe_pass.run(turn.conversation_id, turn.person_id)
+        finally:
+            self._observing.discard(turn.conversation_id)
+
+
+@dataclass(frozen=True)
+class JudgeStage:
+    loop: PersonaLoop
+
+    @property
+    def name(self) -> str:
+        return "judge"
+
+    async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        await self.loop.judge_turn(turn, outcome)
+
+
+@dataclass(frozen=True)
+class ObserveStage:
+    loop: PersonaLoop
+
+    @property
+    def name(self) -> str:
+        return "observe"
+
+    async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        await self.loop.observe_turn(turn)
+
+
+# -- building it from config --------------------------------------------------------
+
+
+def choose_judge(
+    config: Config, brain: Brain, embedder: TextEmbedder | None, policy: SyncPolicy
+) -> Judge:
+    kind = config.persona.judge
+    if kind == "auto":
+        kind = "llm" if brain.name in MODEL_BRAINS else "local"
+    if kind == "llm":
+        return LLMJudge(
+            brain,
+            policy,
+            max_tokens=config.persona.judge_max_tokens,
+            input_usd_per_mtok=config.persona.utility_input_usd_per_mtok,
+            output_usd_per_mtok=config.persona.utility_output_usd_per_mtok,
+        )
+    return LocalJudge(embedder, load_exemplars(config.persona.exemplars_file))
+
+
+def choose_observer(
+    config: Config, brain: Brain, instructions: frozenset[str]
+) -> tuple[Observer, Reflector]:
+    kind = config.observe.observer
+    if kind == "auto":
+        kind = "llm" if brain.name in MODEL_BRAINS else "rules"
+    if kind == "llm":
+        return (
+            LLMObserver(
+                brain,
+                instructions,
+                max_tokens=config.observe.max_tokens,
+                chunk_tokens=config.observe.observer_chunk_tokens,
+            ),
+            LLMReflector(brain, max_tokens=config.observe.max_tokens),
+        )
+    return RuleObserver(instructions), RuleReflector()
+
+
+def build_persona_loop(
+    config: Config,
+    store: Store,
+    brain: Brain,
+    supervisor: TaskSupervisor,
+    *,
+    persona_text: str,
+    embedder: TextEmbedder | None = None,
+    sink: ObservationSink | None = None,
+    judge: Judge | None = None,
+) -> PersonaLoop:
+    """Everything of the persona loop; ``judge`` replaces the configured one (tests, benches)."""
+    persona = config.persona
+    policy = MergePolicy(
+        alpha=persona.trait_alpha,
+        decay=persona.marker_decay,
+        min_weight=persona.marker_min_weight,
+        top_k=persona.marker_top_k,
+    )
+    exemplars = load_exemplars(persona.exemplars_file)
+    book = PersonaBook(store, initial_state(exemplars, policy))
+    log_ = ObservationLog(store, sink)
+    sync_policy = SyncPolicy.from_config(persona)
+    the_judge = judge if judge is not None else choose_judge(config, brain, embedder, sync_policy)
+    planner = PlannerSettings.from_config(persona)
+    seed_contract = book.seed.render_contract()
+    fixed_instructions = instruction_lines(persona_text, seed_contract)
+
+    def instructions() -> frozenset[str]:
+        return fixed_instructions
+
+    observer, reflector = choose_observer(config, brain, fixed_instructions)
+    observe_pass = ObservePass(
+        store,
+        log_,
+        observer,
+        reflector,
+        book,
+        config.observe,
+        policy,
+        agent_name=config.agent.name,
+        instructions=instructions,
+        usd_per_mtok=(persona.utility_input_usd_per_mtok, persona.utility_output_usd_per_mtok),
+    )
+    return PersonaLoop(
+        store=store,
+        supervisor=supervisor,
+        book=book,
+        log=log_,
+        scorer=SyncScorer(store, the_judge, sync_policy),
+        observe_pass=observe_pass,
+        planner=planner,
+        agent_name=config.agent.name,
+        observations_tokens=config.observe.block_tokens,
+        observe_enabled=config.observe.enabled,
+    )
+
+
+async def local_embedder(config: Config) -> TextEmbedder | None:
+    """The memory layer's sentence embedder, loaded for commands that run without the app.
+
+    None when ``memory.embedder`` is "none" or the model cannot load: the local
+    judge then scores voice from measurable features alone (and says so).
+    The running gateway passes the memory service's own embedder instead.
+    """
+    from memory.embed import SentenceEmbedder
+    from memory.errors import EmbeddingUnavailable
+
+    if config.memory.embedder != "minilm":
+        return None
+    try:
+        return await asyncio.to_thread(
+            SentenceEmbedder.load,
+            config.memory.embedding_model,
+            device=config.memory.embedding_device,
+            batch_size=config.memory.embedding_batch,
+        )
+    except EmbeddingUnavailable as exc:
+        log.warning("judge: %s; voice is scored from features only", exc)
+        return None
