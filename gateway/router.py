@@ -14,11 +14,17 @@ import time
 from dataclasses import dataclass, field
 
 from channels.base import Inbound, TurnEvent, TurnEventKind
-from gateway.errors import AgentGWError
+from gateway.errors import AgentGWError, InputError
 from gateway.hub import ConversationHub
 from gateway.pipeline import TurnPipeline
 from gateway.store import Store, TurnStatus
-from gateway.store.repo import Address, StoredInbound, resolve_address, store_inbound
+from gateway.store.repo import (
+    Address,
+    StoredInbound,
+    reopen_failed_turn,
+    resolve_address,
+    store_inbound,
+)
 from gateway.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -76,6 +82,20 @@ class Router:
                 created_at=stored.created_at,
             )
         )
+        self._enqueue(stored, received_perf)
+        return stored
+
+    async def retry(self, address: Address, message_id: int) -> StoredInbound:
+        """Queue a failed turn of this conversation again, on its lane."""
+        received_perf = time.perf_counter()
+        if not self._accepting:
+            raise ShuttingDown("the gateway is shutting down; retry in a moment")
+        stored = await reopen_failed_turn(self.store, address, message_id)
+        if stored is None:
+            raise InputError(
+                f"message {message_id} is not a failed turn of this conversation",
+                code="not_retryable",
+            )
         self._enqueue(stored, received_perf)
         return stored
 

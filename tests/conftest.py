@@ -43,7 +43,12 @@ def _loopback_only() -> Iterator[None]:
 
 def make_config(tmp_path: Path, **sections: dict[str, Any]) -> Config:
     """A config rooted in ``tmp_path``, with no environment leaking in."""
-    overrides: dict[str, dict[str, Any]] = {"store": {"data_dir": str(tmp_path / "data")}}
+    overrides: dict[str, dict[str, Any]] = {
+        "store": {"data_dir": str(tmp_path / "data")},
+        # The memory layer runs on full text unless a test passes an embedder to
+        # create_app (tests/test_memory_*.py share one loaded model per session).
+        "memory": {"embedder": "none"},
+    }
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)
     empty = tmp_path / "agentgw.toml"

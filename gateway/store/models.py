@@ -184,3 +184,45 @@ class Turn(Base):
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class LinkCode(Base):
+    """A one-time code that joins another channel's identity to this person.
+
+    Only the SHA-256 of the code is kept; a code is live until ``expires_at``
+    and until ``used_at`` is set.
+    """
+
+    __tablename__ = "link_codes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    person_id: Mapped[int] = mapped_column(ForeignKey("people.id", ondelete="CASCADE"), index=True)
+    code_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+    used_at: Mapped[datetime | None] = mapped_column(default=None)
+    used_by_identity_id: Mapped[int | None] = mapped_column(
+        ForeignKey("identities.id", ondelete="SET NULL"), default=None
+    )
+
+
+class LinkAttempt(Base):
+    """Wrong link codes tried by one identity, to stop guessing."""
+
+    __tablename__ = "link_attempts"
+
+    identity_id: Mapped[int] = mapped_column(
+        ForeignKey("identities.id", ondelete="CASCADE"), primary_key=True
+    )
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    window_started_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AccessRefusal(Base):
+    """How often a stranger was refused: the only thing kept about them."""
+
+    __tablename__ = "access_refusals"
+
+    channel: Mapped[str] = mapped_column(String(32), primary_key=True)
+    external_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)

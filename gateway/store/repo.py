@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from gateway.errors import StoreError
 from gateway.store.db import Store
 from gateway.store.models import (
+    AccessRefusal,
     Conversation,
     Identity,
     Message,
@@ -265,6 +266,52 @@ async def fail_turn(
         )
 
 
+async def reopen_failed_turn(
+    store: Store, address: Address, message_id: int
+) -> StoredInbound | None:
+    """Put a failed turn of this conversation back to received; None if it is not one.
+
+    The status check is part of the UPDATE, so two retries racing for the same
+    turn reopen it once.
+    """
+    async with store.session() as session:
+        result = await session.execute(
+            update(Turn)
+            .where(
+                Turn.conversation_id == address.conversation_id,
+                Turn.inbound_message_id == message_id,
+                Turn.status == TurnStatus.FAILED,
+            )
+            .values(
+                status=TurnStatus.RECEIVED,
+                error_code=None,
+                error_message=None,
+                started_at=None,
+                finished_at=None,
+            )
+        )
+        if not getattr(result, "rowcount", 0):
+            return None
+        row = (
+            await session.execute(
+                select(Message, Turn.id)
+                .join(Turn, Turn.inbound_message_id == Message.id)
+                .where(Message.id == message_id)
+            )
+        ).one()
+        message, turn_id = row
+        return StoredInbound(
+            address=address,
+            message_id=message.id,
+            turn_id=turn_id,
+            text=message.text,
+            created_at=message.created_at,
+            client_id=message.client_id,
+            duplicate=False,
+            status=TurnStatus.RECEIVED,
+        )
+
+
 async def record_turn_values(store: Store, turn_id: int, values: dict[str, Any]) -> None:
     async with store.session() as session:
         await session.execute(update(Turn).where(Turn.id == turn_id).values(**values))
@@ -341,3 +388,14 @@ async def conversation_history(
             )
         )
     return entries
+
+
+async def count_refusal(store: Store, channel: str, external_id: str) -> int:
+    """Count one refused message from a stranger; returns their count so far."""
+    async with store.session() as session:
+        refusal = await session.get(AccessRefusal, (channel, external_id))
+        if refusal is None:
+            session.add(AccessRefusal(channel=channel, external_id=external_id, count=1))
+            return 1
+        refusal.count += 1
+        return refusal.count

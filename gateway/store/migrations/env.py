@@ -5,6 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
+import memory.models  # noqa: F401  (memory tables on the same metadata)
+import persona.models  # noqa: F401  (persona tables on the same metadata)
 from gateway.store.models import Base
 
 # Later issues add their tables to the same metadata by importing their models here.
@@ -13,10 +15,16 @@ from gateway.store.models import Base
 target_metadata = Base.metadata
 
 
+def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    # memory_fts (FTS5) and its shadow tables are made by raw SQL in 0002, not by models.
+    return not (type_ == "table" and name is not None and name.startswith("memory_fts"))
+
+
 def run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
+        include_name=_include_name,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )

@@ -1,0 +1,330 @@
+"""``agentgw bench gateway``: the gateway's own overhead under concurrent webchat load.
+
+It starts the real gateway (``python -m gateway run``) as a subprocess on a
+free loopback port, with the scripted brain (it answers at once) and a
+temporary data folder, then drives ``--conversations`` concurrent WebSocket
+connections, each its own session, each sending ``--turns`` messages in
+sequence (the next one after the reply). Afterwards it stops the gateway and
+reads the ``turns`` table of its database, where the pipeline stores, per
+turn, ``prepare_ms`` (message received → brain called: store, queue, history,
+context stages) and ``deliver_ms`` (brain done → reply stored and delivered
+to the page). The overhead of a turn is their sum.
+
+JSON printed with ``--json``::
+
+    {"conversations", "turns", "turns_per_s", "errors", "overhead_p50_ms",
+     "overhead_p95_ms", "prepare_p95_ms", "deliver_p95_ms", "wall_s",
+     "rtt_p50_ms", "rtt_p95_ms"}
+
+``turns`` counts replied turns; ``errors`` counts turns that did not end in
+a reply (error frames, timeouts, dropped connections, failed turns in the
+store); ``rtt_*`` is the client's view (message sent → reply received).
+Exit status 1 when there were errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import sqlite3
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+
+from gateway.errors import ConfigError
+
+TARGET_OVERHEAD_P95_MS = 25.0
+STARTUP_TIMEOUT_S = 60.0
+TURN_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def child_environment() -> dict[str, str]:
+    """This process's environment without anything that would reconfigure the child."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("AGENTGW_", "ANTHROPIC_", "OPENAI_", "TELEGRAM_"))
+    }
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+class GatewayProcess:
+    """``python -m gateway run --config PATH`` as a child process, for benchmarks and tests.
+
+    ``start`` returns once ``/healthz`` answers; ``kill`` is SIGKILL (a crash),
+    ``stop`` is SIGTERM and a wait (a graceful shutdown). Output goes to
+    ``log_path``.
+    """
+
+    def __init__(self, config_path: Path, port: int, log_path: Path) -> None:
+        self.config_path = config_path
+        self.port = port
+        self.log_path = log_path
+        self._process: asyncio.subprocess.Process | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("the gateway process is not running")
+        return self._process.pid
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    async def start(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        if self._process is not None:
+            raise RuntimeError("the gateway process is already started")
+        self._log = await asyncio.to_thread(self.log_path.open, "ab")
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            "run",
+            "--config",
+            str(self.config_path),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            env=child_environment(),
+        )
+        try:
+            await self._wait_healthy(timeout)
+        except BaseException:
+            await self.kill()
+            raise
+
+    async def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as session:
+            while True:
+                if self._process is None or self._process.returncode is not None:
+                    log = await asyncio.to_thread(self.log_text)
+                    raise RuntimeError(f"the gateway exited at start:\n{log[-4000:]}")
+                try:
+                    async with session.get(f"{self.base_url}/healthz") as response:
+                        if response.status == 200:
+                            return
+                except aiohttp.ClientConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the gateway did not answer /healthz in {timeout:g} s")
+                await asyncio.sleep(0.1)
+
+    async def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash or a power cut of the process."""
+        await self._end(signal.SIGKILL, timeout=10.0)
+
+    async def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit status."""
+        return await self._end(signal.SIGTERM, timeout=timeout)
+
+    async def _end(self, sig: signal.Signals, timeout: float) -> int:
+        process, self._process = self._process, None
+        try:
+            if process is None:
+                return 0
+            if process.returncode is None:
+                process.send_signal(sig)
+                try:
+                    await asyncio.wait_for(process.wait(), timeout)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+            return int(process.returncode or 0)
+        finally:
+            if self._log is not None:
+                await asyncio.to_thread(self._log.close)
+                self._log = None
+
+    async def __aenter__(self) -> GatewayProcess:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+def bench_config_text(data_dir: Path, port: int, turns: int) -> str:
+    """The gateway's config for the run: scripted brain, temp store, no voice models."""
+    # Per-connection rate limit above what one conversation sends in a minute.
+    rate = max(30, turns * 2)
+    return (
+        f'[server]\nhost = "127.0.0.1"\nport = {port}\n'
+        f"[store]\ndata_dir = {json.dumps(str(data_dir))}\n"
+        '[brain]\nkind = "scripted"\n'
+        "[scripted]\ndelay_s = 0.0\n"
+        f"[webchat]\nrate_per_minute = {rate}\n"
+        "[voice]\nenabled = false\n"
+    )
+
+
+@dataclass
+class DriveResult:
+    replied: int = 0
+    # Turns that did not end in a reply, filled in when the drive is over.
+    errors: int = 0
+    rtt_ms: list[float] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+async def converse(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    name: str,
+    turns: int,
+    result: DriveResult,
+) -> None:
+    """One page: connect, then ``turns`` messages, each after the previous reply."""
+    try:
+        ws = await session.ws_connect(f"{base_url}/ws?session={name}", heartbeat=None)
+    except aiohttp.ClientError as exc:
+        result.problems.append(f"{name}: connect failed: {exc}")
+        return
+    try:
+        while (await ws.receive_json(timeout=TURN_TIMEOUT_S))["type"] != "history":
+            pass
+        for index in range(turns):
+            await one_turn(ws, name, index, result)
+    except (aiohttp.ClientError, TimeoutError, TypeError, ValueError) as exc:
+        # A broken connection or frame: the turns not done are counted as errors.
+        result.problems.append(f"{name}: connection broke: {exc!r}")
+    finally:
+        await ws.close()
+
+
+async def one_turn(
+    ws: aiohttp.ClientWebSocketResponse, name: str, index: int, result: DriveResult
+) -> None:
+    client_id = f"{name}-{index}"
+    text = f"message {index} from {name}"
+    sent = time.perf_counter()
+    await ws.send_json({"type": "message", "text": text, "client_id": client_id})
+    message_id: int | None = None
+    while True:
+        frame: dict[str, Any] = await ws.receive_json(timeout=TURN_TIMEOUT_S)
+        kind = frame.get("type")
+        if kind == "ack" and frame.get("client_id") == client_id:
+            message_id = frame["message_id"]
+        elif kind == "error":
+            result.problems.append(f"{client_id}: {frame.get('code')}: {frame.get('message')}")
+            return
+        elif kind == "reply" and message_id is not None and frame.get("reply_to") == message_id:
+            result.rtt_ms.append((time.perf_counter() - sent) * 1000)
+            result.replied += 1
+            return
+
+
+async def drive(base_url: str, conversations: int, turns: int, run_id: str) -> DriveResult:
+    result = DriveResult()
+    # limit=0: one connection per page, not aiohttp's default pool of 100.
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(
+            *(
+                converse(session, base_url, f"bench-{run_id}-{i:05d}", turns, result)
+                for i in range(conversations)
+            )
+        )
+    result.errors = conversations * turns - result.replied
+    return result
+
+
+def read_turn_timings(database: Path) -> tuple[list[tuple[float, float]], int]:
+    """(prepare_ms, deliver_ms) of the replied turns, and the count of other turns."""
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute("SELECT status, prepare_ms, deliver_ms FROM turns").fetchall()
+    timings = [
+        (float(prepare), float(deliver))
+        for status, prepare, deliver in rows
+        if status == "replied" and prepare is not None and deliver is not None
+    ]
+    return timings, len(rows) - len(timings)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile; 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+async def run(conversations: int, turns: int, folder: Path) -> dict[str, Any]:
+    port = free_port()
+    data_dir = folder / "data"
+    config_path = folder / "agentgw.toml"
+    await asyncio.to_thread(
+        config_path.write_text, bench_config_text(data_dir, port, turns), "utf-8"
+    )
+    gateway = GatewayProcess(config_path, port, folder / "gateway.log")
+    await gateway.start()
+    try:
+        started = time.perf_counter()
+        driven = await drive(gateway.base_url, conversations, turns, run_id=str(port))
+        wall_s = time.perf_counter() - started
+    finally:
+        status = await gateway.stop()
+    timings, not_replied = await asyncio.to_thread(read_turn_timings, data_dir / "agentgw.db")
+    overhead = [prepare + deliver for prepare, deliver in timings]
+    # A turn the client saw answered but the store did not close counts too.
+    errors = max(driven.errors, conversations * turns - len(timings), not_replied)
+    if status != 0:
+        driven.problems.append(f"the gateway exited with status {status}")
+        errors += 1
+    return {
+        "conversations": conversations,
+        "turns": driven.replied,
+        "turns_per_s": round(driven.replied / wall_s, 1) if wall_s > 0 else 0.0,
+        "errors": errors,
+        "overhead_p50_ms": round(percentile(overhead, 0.50), 2),
+        "overhead_p95_ms": round(percentile(overhead, 0.95), 2),
+        "prepare_p95_ms": round(percentile([p for p, _ in timings], 0.95), 2),
+        "deliver_p95_ms": round(percentile([d for _, d in timings], 0.95), 2),
+        "wall_s": round(wall_s, 2),
+        "rtt_p50_ms": round(percentile(driven.rtt_ms, 0.50), 2),
+        "rtt_p95_ms": round(percentile(driven.rtt_ms, 0.95), 2),
+        "problems": driven.problems[:10],
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.conversations < 1 or args.turns < 1:
+        raise ConfigError("--conversations and --turns must be 1 or more")
+    with tempfile.TemporaryDirectory(prefix="agentgw-bench-gateway-") as folder:
+        result = asyncio.run(run(args.conversations, args.turns, Path(folder)))
+    problems = result.pop("problems")
+    for problem in problems:
+        print(f"bench gateway: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>16}: {value}")
+        verdict = "meets" if result["overhead_p95_ms"] <= TARGET_OVERHEAD_P95_MS else "misses"
+        print(f"p95 overhead {verdict} the {TARGET_OVERHEAD_P95_MS:g} ms target")
+    return 1 if result["errors"] else 0

@@ -1,0 +1,143 @@
+"""The ``agentgw`` command: help, and bad configuration reported in plain words."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+
+AGENTGW = Path(sys.executable).parent / "agentgw"
+
+
+@pytest.fixture(autouse=True)
+def _no_agentgw_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("AGENTGW_"):
+            monkeypatch.delenv(name)
+
+
+def run_command(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTGW_")}
+    return subprocess.run(
+        [str(AGENTGW), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_console_script_help_lists_the_commands() -> None:
+    result = run_command("--help")
+    assert result.returncode == 0, result.stderr
+    for command in ("run", "doctor", "bench"):
+        assert command in result.stdout
+
+
+def test_run_help_lists_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--config", "--host", "--port"):
+        assert flag in out
+
+
+def test_bench_gateway_help_lists_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "gateway", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--conversations", "--turns", "--json"):
+        assert flag in out
+
+
+def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([])
+    assert exited.value.code == 2
+    assert "usage" in capsys.readouterr().err
+
+
+def test_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:
+    """Through the real console script: the exit status and stderr a person sees."""
+    config = tmp_path / "agentgw.toml"
+    config.write_text('[server]\nport = "eighty"\n', encoding="utf-8")
+    result = run_command("run", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "server.port" in result.stderr
+    assert "Traceback" not in result.stderr
+    # It never started serving.
+    assert "webchat on" not in result.stdout
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "named"),
+    [
+        ("[server]\nbogus = 1\n", [], "server.bogus"),
+        ("[nosuch]\nx = 1\n", [], "nosuch"),
+        ('[brain]\nkind = "gpt"\n', [], "brain.kind"),
+        ("", ["--host", "0.0.0.0"], "server.access_token"),
+        ("", ["--port", "70000"], "server.port"),
+        ('anthropic_api_key = "sk-x"\n', [], "anthropic_api_key"),
+    ],
+)
+def test_run_refuses_bad_config_with_exit_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    args: list[str],
+    named: str,
+) -> None:
+    config = tmp_path / "agentgw.toml"
+    config.write_text(text, encoding="utf-8")
+    assert main(["run", "--config", str(config), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentgw: ")
+    assert named in err
+
+
+def test_missing_config_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--config", str(tmp_path / "absent.toml")]) == 2
+    assert "absent.toml" in capsys.readouterr().err
+
+
+def test_bench_gateway_refuses_zero_conversations(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "gateway", "--conversations", "0", "--turns", "1"]) == 2
+    assert "--conversations" in capsys.readouterr().err
+
+
+def test_bench_gateway_prints_its_figures_as_json() -> None:
+    """A tiny real run: the gateway as a subprocess, real WebSockets, the store read back."""
+    result = run_command("bench", "gateway", "--conversations", "3", "--turns", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert set(figures) == {
+        "conversations",
+        "turns",
+        "turns_per_s",
+        "errors",
+        "overhead_p50_ms",
+        "overhead_p95_ms",
+        "prepare_p95_ms",
+        "deliver_p95_ms",
+        "wall_s",
+        "rtt_p50_ms",
+        "rtt_p95_ms",
+    }
+    assert (figures["conversations"], figures["turns"], figures["errors"]) == (3, 6, 0)
+    # Figures read from the turns table: positive, and the parts within the whole.
+    assert 0 < figures["overhead_p50_ms"] <= figures["overhead_p95_ms"]
+    assert figures["prepare_p95_ms"] > 0
+    assert figures["deliver_p95_ms"] > 0
+    assert figures["turns_per_s"] > 0
