@@ -234,6 +234,10 @@ def create_app(
     if config.telegram.enabled and config.telegram.mode == "webhook":
         app.router.add_post(config.telegram.webhook_path, telegram_webhook)
     add_voice_routes(app)
+    # Imported here: the panel's modules import GATEWAY from this one.
+    from web.panel import add_panel_routes
+
+    add_panel_routes(app)
     app.router.add_static("/static", str(resources.files("web").joinpath("static")))
     return app
 

@@ -1,0 +1,21 @@
+"""The web panel under ``/panel`` and its JSON API under ``/api/``.
+
+One module per page; each exposes ``add_routes(app)`` registering its HTML page
+and the JSON endpoints that serve the same data. The table below is the only
+registration: no discovery.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from web.panel import conversations, drift, memory, observations, overview, persona
+from web.panel.render import setup_templates
+
+PAGES = (overview, observations, drift, memory, persona, conversations)
+
+
+def add_panel_routes(app: web.Application) -> None:
+    setup_templates(app)
+    for page in PAGES:
+        page.add_routes(app)
