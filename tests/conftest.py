@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from playwright.async_api import Browser, Page, async_playwright
 
 from gateway.app import GATEWAY, Gateway, create_app
 from gateway.brains.base import Brain
@@ -20,6 +21,23 @@ from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
 
 _real_connect = socket.socket.connect
+
+CHROMIUM = Path("/usr/bin/chromium")
+# The flags ENVIRONMENT.md lists for Debian's Chromium on these machines.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Screenshots the browser tests save (CI keeps the folder as an artifact).
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+requires_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian chromium is not installed"
+)
 
 
 def _guarded_connect(self: socket.socket, address: Any) -> Any:
@@ -106,3 +124,39 @@ async def running(config: Config, brain: ScriptedBrain) -> AsyncIterator[Running
     finally:
         await session.close()
         await server.close()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    """A phone-sized page that fails the test on any script error it logs."""
+    context = await browser.new_context(viewport={"width": 420, "height": 760})
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type == "error" else None,
+    )
+    try:
+        yield page
+        # Refused reconnects are expected noise in the console; script errors are not.
+        assert [e for e in errors if "WebSocket" not in e and "503" not in e] == []
+    finally:
+        await context.close()
+
+
+async def screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / name), full_page=True)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.offline import OfflineBrain
@@ -21,25 +20,12 @@ from gateway.config import Config
 from gateway.errors import BrainOverloaded
 from gateway.store import Store
 from gateway.store.repo import Address, StoredInbound, conversation_history, store_inbound
-from tests.conftest import RunningGateway, make_config, start_gateway
+from tests.conftest import RunningGateway, make_config, requires_chromium, screenshot, start_gateway
 from tests.test_webchat_protocol import HeldBrain
-
-CHROMIUM = Path("/usr/bin/chromium")
-# The flags ENVIRONMENT.md lists for Debian's Chromium on these machines.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed"),
+    requires_chromium,
 ]
 
 
@@ -48,44 +34,9 @@ def brain() -> HeldBrain:
     return HeldBrain()
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
-        )
-        try:
-            yield browser
-        finally:
-            await browser.close()
-
-
-@pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
-    context = await browser.new_context(viewport={"width": 420, "height": 760})
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type == "error" else None,
-    )
-    try:
-        yield page
-        # Refused reconnects are expected noise in the console; script errors are not.
-        assert [e for e in errors if "WebSocket" not in e and "503" not in e] == []
-    finally:
-        await context.close()
-
-
 async def open_chat(page: Page, running: RunningGateway) -> None:
     await page.goto(running.url("/"))
     await expect(page.locator("#conn")).to_have_attribute("data-state", "open")
-
-
-async def screenshot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
 async def bubbles(page: Page) -> list[tuple[str, str]]:
