@@ -18,7 +18,6 @@ faults work as in ``FakeAnthropic``; 429s carry ``Retry-After`` in seconds
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.testing.fake_anthropic import FakeModelServer, Fault, FaultKind, RecordedRequest, Reply
+from gateway.testing.fake_model import FakeModelServer, Fault, FaultKind, RecordedRequest, Reply
 from gateway.tokens import estimate_tokens
 
 _ERROR_TYPES = {
@@ -75,7 +74,7 @@ class FakeOpenAI(FakeModelServer):
         return [r for r in self.requests if r.path == "/v1/chat/completions"]
 
     def _add_routes(self, app: web.Application) -> None:
-        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/chat/completions", self._model_call)
         app.router.add_get("/v1/models", self._list_models)
 
     def _error(
@@ -138,31 +137,20 @@ class FakeOpenAI(FakeModelServer):
             return "each message needs a role"
         return ""
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        body, problem = await self._json_body(request)
-        refused = self._refuse_key(request)
-        if body is not None and refused is None:
-            problem = self._invalid(body)
-        # Refused and invalid requests are answered before any fault is used up.
-        fault = self._next_fault() if body is not None and refused is None and not problem else None
-        self._record(request, body, fault)
-        if refused is not None:
-            return refused
-        if body is None or problem:
-            return self._error(400, problem)
-        streaming = bool(body.get("stream"))
-        if fault is not None:
-            if fault.kind is FaultKind.STATUS:
-                return self._error(fault.status, headers=self._retry_after(fault))
-            if fault.kind is FaultKind.DELAY and (fault.after_deltas is None or not streaming):
-                await asyncio.sleep(fault.seconds)
-            elif not streaming and fault.kind in (FaultKind.BREAK, FaultKind.TRUNCATE):
-                await self._cut(request)
-                return web.Response()
-            elif not streaming and fault.kind is FaultKind.STREAM_ERROR:
-                return self._error(503, fault.error_type)
-            elif not streaming and fault.kind is FaultKind.MALFORMED:
-                return web.Response(text='{"choices": [', content_type="application/json")
+    malformed_body = '{"choices": ['
+
+    def _bad_request(self, problem: str) -> web.Response:
+        return self._error(400, problem)
+
+    def _status_fault(self, fault: Fault) -> web.Response:
+        return self._error(fault.status, headers=self._retry_after(fault))
+
+    def _stream_error_fault(self, fault: Fault) -> web.Response:
+        return self._error(503, fault.error_type)
+
+    async def _complete(
+        self, request: web.Request, body: dict[str, Any], fault: Fault | None, *, streaming: bool
+    ) -> web.StreamResponse:
         text = await self._reply_text(body)
         finish_reason = "stop"
         max_tokens = body.get("max_tokens")

@@ -23,11 +23,12 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 from aiohttp.web_request import FileField
+
+from gateway.testing.loopback import LoopbackServer
 
 # Parameters that are text as sent; every other form value is JSON-encoded by PTB.
 _TEXT_PARAMS = frozenset(
@@ -58,11 +59,15 @@ class _Files:
     by_path: dict[str, bytes] = field(default_factory=dict)
 
 
-class FakeTelegram:
+class FakeTelegram(LoopbackServer):
     BOT_ID = 999_000_001
     BOT_USERNAME = "fake_agentgw_bot"
 
+    kind = "Telegram"
+    client_max_size = 64 << 20
+
     def __init__(self, token: str = "123456:TEST-fake-token", *, max_poll_s: float = 0.5) -> None:
+        super().__init__()
         self.token = token
         self.max_poll_s = max_poll_s
         self.calls: list[Call] = []
@@ -74,41 +79,16 @@ class FakeTelegram:
         self._failures: dict[str, list[_Failure]] = {}
         self._files = _Files()
         self._ids = itertools.count(1)
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # -- lifecycle ---------------------------------------------------------
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
+    def _add_routes(self, app: web.Application) -> None:
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/file/bot{token}/{path:.+}", self._file)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        addresses = self._runner.addresses
-        if not addresses:
-            raise RuntimeError("the fake Telegram server did not bind")
-        self.port = int(addresses[0][1])
 
     async def close(self) -> None:
         self._new_update.set()  # release long polls
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        await super().close()
 
     @property
     def base_url(self) -> str:
