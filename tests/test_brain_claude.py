@@ -10,13 +10,8 @@ import anthropic
 import pytest
 
 from gateway.brains.base import (
-    BlockKind,
     BrainRequest,
-    ChatMessage,
-    Completion,
     Purpose,
-    SystemBlock,
-    TextDelta,
 )
 from gateway.brains.claude import ClaudeBrain
 from gateway.config import Config, load_config
@@ -31,6 +26,7 @@ from gateway.errors import (
     BrainUnavailable,
 )
 from gateway.testing.fake_anthropic import DEFAULT_MODELS, FakeAnthropic
+from tests.brain_support import collect, sample_request
 
 KEY = "sk-ant-test-key"
 REPLY = "Hello there, this reply streams in several small pieces."
@@ -57,32 +53,7 @@ def claude_config(tmp_path: Path, base_url: str, key: str = KEY, **brain: Any) -
 
 
 def request(purpose: Purpose = Purpose.REPLY, text: str = "How are you?") -> BrainRequest:
-    return BrainRequest(
-        system=(
-            SystemBlock(BlockKind.PERSONA, PERSONA, cache=True),
-            SystemBlock(BlockKind.GUIDANCE, "The message arrived via webchat."),
-        ),
-        messages=(
-            ChatMessage("user", "Hi"),
-            ChatMessage("assistant", "Hello!"),
-            ChatMessage("user", text),
-        ),
-        purpose=purpose,
-        max_tokens=200,
-    )
-
-
-async def collect(
-    brain: ClaudeBrain, req: BrainRequest, deltas: list[str] | None = None
-) -> tuple[list[str], Completion]:
-    """The deltas and the completion; ``deltas`` keeps what came before an error."""
-    deltas = [] if deltas is None else deltas
-    async for event in brain.stream(req):
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        else:
-            return deltas, event
-    raise AssertionError("the stream ended without a Completion")
+    return sample_request(PERSONA, purpose, text)
 
 
 @pytest.fixture

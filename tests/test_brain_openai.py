@@ -12,13 +12,8 @@ import httpx
 import pytest
 
 from gateway.brains.base import (
-    BlockKind,
     BrainRequest,
-    ChatMessage,
-    Completion,
     Purpose,
-    SystemBlock,
-    TextDelta,
 )
 from gateway.brains.openai_compat import OpenAICompatBrain, RetryPolicy, retry_after_seconds
 from gateway.config import Config, OpenAIConfig, load_config
@@ -33,6 +28,7 @@ from gateway.errors import (
     BrainUnavailable,
 )
 from gateway.testing.fake_openai import FakeOpenAI
+from tests.brain_support import collect, sample_request
 
 KEY = "local-secret"
 REPLY = "A local model answers, a few characters at a time."
@@ -58,32 +54,7 @@ def openai_config(tmp_path: Path, base_url: str, key: str = KEY, **brain: Any) -
 
 
 def request(purpose: Purpose = Purpose.REPLY, text: str = "How are you?") -> BrainRequest:
-    return BrainRequest(
-        system=(
-            SystemBlock(BlockKind.PERSONA, PERSONA, cache=True),
-            SystemBlock(BlockKind.GUIDANCE, "The message arrived via webchat."),
-        ),
-        messages=(
-            ChatMessage("user", "Hi"),
-            ChatMessage("assistant", "Hello!"),
-            ChatMessage("user", text),
-        ),
-        purpose=purpose,
-        max_tokens=200,
-        temperature=0.5,
-    )
-
-
-async def collect(
-    brain: OpenAICompatBrain, req: BrainRequest, deltas: list[str] | None = None
-) -> tuple[list[str], Completion]:
-    deltas = [] if deltas is None else deltas
-    async for event in brain.stream(req):
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        else:
-            return deltas, event
-    raise AssertionError("the stream ended without a Completion")
+    return sample_request(PERSONA, purpose, text, temperature=0.5)
 
 
 @pytest.fixture
