@@ -245,7 +245,11 @@ def create_app(
 async def chat_page(request: web.Request) -> web.StreamResponse:
     page = resources.files("web").joinpath("templates", "chat.html").read_text(encoding="utf-8")
     gateway = request.app[GATEWAY]
-    page = page.replace("{{agent_name}}", _html_escape(gateway.config.agent.name))
+    page = (
+        page.replace("{{agent_name}}", _html_escape(gateway.config.agent.name))
+        .replace("{{voice_enabled}}", "on" if gateway.config.voice.enabled else "off")
+        .replace("{{voice_max_seconds}}", f"{gateway.config.voice.max_seconds:g}")
+    )
     response = web.Response(text=page, content_type="text/html")
     token = request.query.get("token")
     if token:

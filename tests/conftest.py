@@ -4,7 +4,9 @@ and a guard that keeps tests off every network but loopback."""
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import socket
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +162,12 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
 async def screenshot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def espeak_wav(text: str, folder: Path) -> Path:
+    """``text`` spoken by espeak-ng into a WAV file (22,050 Hz mono, 16-bit)."""
+    if shutil.which("espeak-ng") is None:
+        pytest.fail("espeak-ng is needed for the voice tests: apt-get install -y espeak-ng")
+    path = folder / "speech.wav"
+    subprocess.run(["espeak-ng", "-w", str(path), text], check=True, timeout=30)
+    return path

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import shutil
-import subprocess
 import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 
 from gateway.brains.scripted import ScriptedBrain
 from gateway.testing.fake_telegram import FakeTelegram
+from tests.conftest import espeak_wav
 from tests.test_telegram import ALICE, gateway, telegram_of, tg_config
 
 pytestmark = pytest.mark.slow
@@ -32,14 +31,6 @@ def _timedelta_periods(monkeypatch: pytest.MonkeyPatch) -> None:
 async def fake() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram() as server:
         yield server
-
-
-def espeak_wav(text: str, folder: Path) -> Path:
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is needed for the voice tests: apt-get install -y espeak-ng")
-    path = folder / "speech.wav"
-    subprocess.run(["espeak-ng", "-w", str(path), text], check=True, timeout=30)
-    return path
 
 
 def ogg_opus(pcm: np.ndarray, rate: int) -> bytes:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ import pytest
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import VoiceConfig
 from gateway.errors import BrainUnavailable, SilentAudio, VoiceUnavailable
-from tests.conftest import RunningGateway, make_config, start_gateway
+from tests.conftest import RunningGateway, espeak_wav, make_config, start_gateway
 from tests.test_voice_api import audio_form
 from tests.test_voice_audio import encode_as, tone
 from voice.audio import AudioLimits, decode_audio
@@ -41,11 +39,7 @@ LIMITS = AudioLimits(max_bytes=10_000_000, max_seconds=60.0, silence_dbfs=-50.0)
 
 
 def espeak(text: str, folder: Path) -> bytes:
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is needed for the voice tests: apt-get install -y espeak-ng")
-    path = folder / "speech.wav"
-    subprocess.run(["espeak-ng", "-w", str(path), text], check=True, timeout=30)
-    return path.read_bytes()
+    return espeak_wav(text, folder).read_bytes()
 
 
 @pytest.fixture(scope="session")

@@ -554,6 +554,10 @@
     },
 
     pong() {},
+
+    link_code(frame) {
+      document.dispatchEvent(new CustomEvent("agentgw:link-code", { detail: frame }));
+    },
   };
 
   function historyUser(m, flight) {
@@ -710,6 +714,35 @@
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible" && !state.ws) reconnectNow();
   });
+
+  // What the push-to-talk and link controls (talk.js) may use of this page.
+  window.agentgwChat = {
+    session,
+    notice,
+    // A spoken turn: the transcript is stored already, shown like any message of
+    // this conversation (deduplicated against the WebSocket's own frame).
+    heard(messageId, text) {
+      handlers.message({ message_id: messageId, text, created_at: new Date().toISOString() });
+    },
+    replied(replyTo, replyId, text) {
+      handlers.reply({
+        message_id: replyId,
+        reply_to: replyTo,
+        text,
+        created_at: new Date().toISOString(),
+      });
+    },
+    failed(replyTo, code, message) {
+      handlers.error({ code, message, reply_to: replyTo });
+    },
+    requestLinkCode() {
+      if (!sendFrame({ type: "link_code" })) {
+        notice("Not connected: the link code needs a connection.", true);
+        return false;
+      }
+      return true;
+    },
+  };
 
   // Messages a previous visit of this page had not got stored yet.
   const saved = Object.values(readOutbox()).sort((a, b) => a.seq - b.seq);
