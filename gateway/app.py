@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -89,7 +90,7 @@ def create_app(
 ) -> web.Application:
     """The aiohttp application; ``brain`` and ``embedder`` replace the configured ones (tests)."""
     app = web.Application(
-        middlewares=[access_middleware(config)],  # type: ignore[list-item]
+        middlewares=[access_middleware(config), same_origin_middleware],  # type: ignore[list-item]
         client_max_size=max(config.webchat.max_frame_bytes, 1 << 20),
     )
 
@@ -137,7 +138,10 @@ def create_app(
             pipeline = TurnPipeline(
                 store,
                 the_brain,
-                [*build_stages(config, memory_pack), *persona_loop.context_stages],
+                [
+                    *build_stages(config, memory_pack),
+                    *(persona_loop.context_stages if config.persona.enabled else []),
+                ],
                 hub,
                 PipelineSettings(
                     max_tokens=config.brain.reply_max_tokens,
@@ -147,7 +151,10 @@ def create_app(
                     prompt_caching=config.claude.prompt_caching,
                 ),
                 # Memory first: the episodes are stored before judge and observe run.
-                after_stages=[*memory_after, *persona_loop.after_stages],
+                after_stages=[
+                    *memory_after,
+                    *(persona_loop.after_stages if config.persona.enabled else []),
+                ],
             )
             router = Router(store, pipeline, hub, supervisor)
             webchat = WebchatChannel(
@@ -283,6 +290,10 @@ async def healthz(request: web.Request) -> web.Response:
             "version": __version__,
             "brain": gateway.brain.name,
             "turns_in_flight": gateway.router.turns_in_flight,
+            "stages": {
+                "context": [stage.name for stage in gateway.pipeline.stages],
+                "after_turn": [stage.name for stage in gateway.pipeline.after_stages],
+            },
         }
     )
 
@@ -316,3 +327,27 @@ def access_middleware(config: Config) -> Middleware:
         return await handler(request)
 
     return middleware
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@web.middleware
+async def same_origin_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Changes under /api and /panel only from this gateway's own pages.
+
+    The gateway is open on loopback, so any web page the person visits could
+    otherwise post to it (cross-site request forgery). Browsers name the page a
+    request comes from in Origin (or Referer); clients that are not browsers
+    send neither and are not a CSRF risk.
+    """
+    if request.method in SAFE_METHODS or not request.path.startswith(("/api/", "/panel")):
+        return await handler(request)
+    source = request.headers.get("Origin") or request.headers.get("Referer") or ""
+    if source:
+        host = urlsplit(source).netloc
+        if source == "null" or host != request.host:
+            raise web.HTTPForbidden(
+                text=f"cross-site request refused: it came from {source}, not from {request.host}"
+            )
+    return await handler(request)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     Date,
     Enum,
     Float,
@@ -73,6 +74,8 @@ class MemoryItem(Base):
     priority: Mapped[float] = mapped_column(Float, default=0.0)
     confidence: Mapped[float] = mapped_column(Float, default=1.0)
     status: Mapped[ItemStatus] = mapped_column(_enum_column(ItemStatus), default=ItemStatus.ACTIVE)
+    # Pinned in the panel: offered to every pack, like persona and relational items.
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     tier: Mapped[Tier] = mapped_column(_enum_column(Tier), default=Tier.ACTIVE)
     # Reinforcement so far; the half-life grows with it (§5.7).
     strength: Mapped[float] = mapped_column(Float, default=0.0)

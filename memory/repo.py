@@ -186,10 +186,10 @@ def _pinned_query(person_id: int, limit: int) -> Select[Any]:
         select(MemoryItem.id)
         .where(
             MemoryItem.person_id == person_id,
-            MemoryItem.type.in_(PINNED_TYPES),
+            MemoryItem.type.in_(PINNED_TYPES) | MemoryItem.pinned.is_(True),
             MemoryItem.status == ItemStatus.ACTIVE,
         )
-        .order_by(MemoryItem.priority.desc(), MemoryItem.id.desc())
+        .order_by(MemoryItem.pinned.desc(), MemoryItem.priority.desc(), MemoryItem.id.desc())
         .limit(max(0, limit))
     )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,36 @@ async def calibrate(
         "mean_latency_ms": round(latency / len(labelled), 2),
         "cost_usd": round(cost, 6),
     }
+
+
+CALIBRATION_FILE = "judge-calibration.json"
+
+
+def calibration_path(data_dir: str | Path) -> Path:
+    """Where the last ``agentgw judge calibrate`` result is kept, for the drift page."""
+    return Path(data_dir) / CALIBRATION_FILE
+
+
+def save_calibration(data_dir: str | Path, result: dict[str, Any], labels: Path) -> Path:
+    """Write the result with when and from which labels it was computed (atomically)."""
+    path = calibration_path(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        **result,
+        "labels": str(labels),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    partial.replace(path)
+    return path
+
+
+def load_calibration(data_dir: str | Path) -> dict[str, Any] | None:
+    """The last stored calibration, or None when there is none or it cannot be read."""
+    path = calibration_path(data_dir)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "dimensions" in data else None

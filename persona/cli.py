@@ -72,6 +72,9 @@ def _print(data: Any, as_json: bool, lines: list[str]) -> None:
 def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     config = _config(args)
     result = asyncio.run(_calibrate(config, args.labels, args.judge))
+    from persona.calibrate import save_calibration
+
+    saved = save_calibration(config.store.data_dir, result, args.labels)
     lines = [f"judge {result['judge']} on {result['replies']} rated replies"]
     for name, row in result["dimensions"].items():
         r = row["pearson_r"]
@@ -79,6 +82,7 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
         lines.append(f"  {name:>13}: r={'n/a' if r is None else f'{r:+.3f}'} n={row['n']}{mark}")
     below = ", ".join(result["below_bar"]) or "none"
     lines.append(f"below {result['bar']}: {below}")
+    lines.append(f"saved to {saved} (the panel's drift page shows it)")
     _print(result, args.json, lines)
     return 0
 

@@ -3,9 +3,12 @@ navigation, and small helpers for query parameters and JSON bodies."""
 
 from __future__ import annotations
 
+import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, date, datetime
+from typing import Any, TypeVar
 
 import jinja2
 from aiohttp import web
@@ -13,6 +16,7 @@ from aiohttp import web
 from gateway.app import GATEWAY, Gateway
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
+E = TypeVar("E", bound=enum.StrEnum)
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,31 @@ def setup_templates(app: web.Application) -> None:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["dt"] = format_time
+    env.filters["score"] = format_score
     app[TEMPLATES] = env
+
+
+def format_time(value: datetime | date | None) -> str:
+    """UTC, to the minute: the panel is read by people, not parsed."""
+    if value is None:
+        return "—"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    return value.isoformat()
+
+
+def format_score(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def iso(value: datetime | date | None) -> str | None:
+    """Times in the JSON API: ISO 8601, UTC."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return value.isoformat()
 
 
 def gateway_of(request: web.Request) -> Gateway:
@@ -80,3 +108,36 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="the body must be a JSON object")
     return body
+
+
+def query_choice(query: Mapping[str, str], key: str, choices: type[E]) -> E | None:
+    """An enum query parameter; empty is None, anything not a member is a 400."""
+    raw = query.get(key, "")
+    if not raw:
+        return None
+    try:
+        return choices(raw)
+    except ValueError:
+        allowed = ", ".join(m.value for m in choices)
+        raise web.HTTPBadRequest(text=f"{key} must be one of: {allowed}") from None
+
+
+def path_int(request: web.Request, key: str) -> int:
+    try:
+        return int(request.match_info[key])
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{key} must be an integer") from None
+
+
+def not_found(what: str) -> web.HTTPNotFound:
+    return web.HTTPNotFound(
+        text=json.dumps({"error": {"code": "not_found", "message": what}}),
+        content_type="application/json",
+    )
+
+
+def bad_request(message: str) -> web.HTTPBadRequest:
+    return web.HTTPBadRequest(
+        text=json.dumps({"error": {"code": "bad_request", "message": message}}),
+        content_type="application/json",
+    )
