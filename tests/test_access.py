@@ -21,7 +21,15 @@ from tests.conftest import make_config
 TOKEN = "correct-horse-battery-staple"
 SESSION = "access-test-session"
 # Not served yet (later issues add the panel); the token is still checked first.
-GUARDED_PATHS = ["/", "/api/voice/audio/nothing.ogg", "/panel", "/panel/timeline"]
+# Served paths answer 200 past the middleware; the rest are the route's own 404.
+GUARDED_PATHS = {
+    "/": 200,
+    "/panel": 200,
+    "/panel/memory": 200,
+    "/api/overview": 200,
+    "/api/voice/audio/nothing.ogg": 404,
+    "/panel/timeline": 404,
+}
 
 
 @pytest.fixture
@@ -100,9 +108,7 @@ async def test_bearer_header_opens_every_path(
     remote: TestServer, client: aiohttp.ClientSession, path: str
 ) -> None:
     status = await status_of(client, remote, path, headers={"Authorization": f"Bearer {TOKEN}"})
-    # Past the middleware: the page itself, or the route's own answer (404 for
-    # a file that does not exist, or a path not served yet).
-    assert status == (200 if path == "/" else 404)
+    assert status == GUARDED_PATHS[path]
 
 
 async def test_post_to_the_api_needs_the_token(
