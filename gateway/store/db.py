@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -24,6 +27,12 @@ from gateway.errors import StoreError
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+T = TypeVar("T")
+
+# Set while this task (or a task it started) holds the store's write turn, so a
+# session opened inside another one does not wait for itself.
+_WRITING: ContextVar[bool] = ContextVar("agentgw_store_writing", default=False)
 
 
 def alembic_config(connection: Connection | None = None) -> AlembicConfig:
@@ -45,13 +54,29 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 class Store:
-    """Owns the engine; ``open`` migrates to the newest schema, ``close`` disposes."""
+    """Owns the engine; ``open`` migrates to the newest schema, ``close`` disposes.
+
+    SQLite allows one writer at a time, and a connection that finds the file
+    locked sleeps in SQLite's busy handler (1, 2, 5 … 100 ms steps) in its own
+    aiosqlite thread. Under load those sleeps, not work, were most of a turn's
+    time. So transactions that may write (``session``, ``write``) take
+    turns on an asyncio lock and never meet a lock inside SQLite; ``reader``
+    sessions only read and run beside them (WAL keeps readers off the writer).
+
+    ``write`` runs a whole transaction of plain statements as one call in a
+    thread of its own, on a connection of its own: a turn's writes then cost
+    one hop between threads instead of several per statement (aiosqlite's).
+    """
 
     def __init__(self, url: str, *, echo: bool = False) -> None:
         self.url = url
         self._echo = echo
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
+        self._write_turn = asyncio.Lock()
+        # SQLite files only: the writer's own engine and thread.
+        self._writer_engine: Engine | None = None
+        self._writer: ThreadPoolExecutor | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -84,12 +109,40 @@ class Store:
             raise
         self._engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        if self._has_file:
+            # Sync twin of the aiosqlite URL; one connection, used by one thread.
+            writer = create_engine(
+                self.url.replace("+aiosqlite", "", 1),
+                echo=self._echo,
+                pool_size=1,
+                max_overflow=0,
+            )
+            event.listen(writer, "connect", _sqlite_pragmas)
+            self._writer_engine = writer
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
+            try:
+                # Connect now: a broken writer fails the start, not the first turn.
+                await self.write(_ping)
+            except BaseException:
+                await self.close()
+                raise
+
+    @property
+    def _has_file(self) -> bool:
+        path = self.url.split("///", 1)[-1]
+        return self.is_sqlite and bool(path) and path != ":memory:" and "mode=memory" not in path
 
     @staticmethod
     def _upgrade(connection: Connection) -> None:
         command.upgrade(alembic_config(connection), "head")
 
     async def close(self) -> None:
+        if self._writer is not None and self._writer_engine is not None:
+            writer, self._writer = self._writer, None
+            engine, self._writer_engine = self._writer_engine, None
+            # Its connection belongs to the writer thread: close it there.
+            await asyncio.get_running_loop().run_in_executor(writer, engine.dispose)
+            await asyncio.to_thread(writer.shutdown, wait=True)
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
@@ -103,8 +156,32 @@ class Store:
         await self.close()
 
     @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """This task's turn to write (at once when it already holds it)."""
+        if _WRITING.get():
+            yield
+            return
+        async with self._write_turn:
+            token = _WRITING.set(True)
+            try:
+                yield
+            finally:
+                _WRITING.reset(token)
+
+    @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A session in a transaction, committed on success, rolled back on error."""
+        if self._sessions is None:
+            raise StoreError("store is not open")
+        try:
+            async with self._writing(), self._sessions() as session, session.begin():
+                yield session
+        except SQLAlchemyError as exc:
+            raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[AsyncSession]:
+        """A session for reads only: it does not wait for the writers' turn."""
         if self._sessions is None:
             raise StoreError("store is not open")
         try:
@@ -112,3 +189,30 @@ class Store:
                 yield session
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one committed transaction (rolled back if it raises).
+
+        ``work`` is plain synchronous Core code and must not block on anything
+        but the database: on SQLite it runs in the store's writer thread.
+        """
+        async with self._writing():
+            try:
+                if self._writer is not None and self._writer_engine is not None:
+                    loop = asyncio.get_running_loop()
+                    return await loop.run_in_executor(
+                        self._writer, _in_transaction, self._writer_engine, work
+                    )
+                async with self.engine.begin() as connection:
+                    return await connection.run_sync(work)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+
+
+def _ping(connection: Connection) -> None:
+    connection.execute(text("SELECT 1"))
+
+
+def _in_transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
+    with engine.begin() as connection:
+        return work(connection)

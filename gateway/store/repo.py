@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, Integer, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -56,33 +57,45 @@ async def resolve_address(
     store: Store, channel: str, external_id: str, display_name: str = ""
 ) -> Address:
     """The person, identity and conversation for a sender, created on first contact."""
-    async with store.session() as session:
+    async with store.reader() as session:
         found = await _find_address(session, channel, external_id)
         if found is not None:
             return found
+    now = utcnow()
+
+    def create(connection: Connection) -> Address:
+        person_id = connection.execute(
+            insert(Person).returning(Person.id),
+            {"display_name": display_name, "created_at": now},
+        ).scalar_one()
+        identity_id = connection.execute(
+            insert(Identity).returning(Identity.id),
+            {
+                "person_id": person_id,
+                "channel": channel,
+                "external_id": external_id,
+                "display_name": display_name,
+                "created_at": now,
+            },
+        ).scalar_one()
+        conversation_id = connection.execute(
+            insert(Conversation).returning(Conversation.id),
+            {
+                "person_id": person_id,
+                "identity_id": identity_id,
+                "channel": channel,
+                "created_at": now,
+                "updated_at": now,
+            },
+        ).scalar_one()
+        return Address(int(person_id), int(identity_id), int(conversation_id), channel)
+
     try:
-        async with store.session() as session:
-            person = Person(display_name=display_name)
-            session.add(person)
-            await session.flush()
-            identity = Identity(
-                person_id=person.id,
-                channel=channel,
-                external_id=external_id,
-                display_name=display_name,
-            )
-            session.add(identity)
-            await session.flush()
-            conversation = Conversation(
-                person_id=person.id, identity_id=identity.id, channel=channel
-            )
-            session.add(conversation)
-            await session.flush()
-            return Address(person.id, identity.id, conversation.id, channel)
+        return await store.write(create)
     except StoreError as exc:  # a concurrent first contact won the insert
         if not isinstance(exc.__cause__, IntegrityError):
             raise
-    async with store.session() as session:
+    async with store.reader() as session:
         found = await _find_address(session, channel, external_id)
     if found is None:
         raise LookupError(f"identity {channel}:{external_id} vanished")
@@ -102,6 +115,38 @@ async def _find_address(session: AsyncSession, channel: str, external_id: str) -
     return Address(row[0], row[1], row[2], channel)
 
 
+# The turn's hot path: statements built once (their compiled form is cached),
+# values passed at execution; ``update`` takes its SET columns from the values.
+_INSERT_MESSAGE = insert(Message).returning(Message.id)
+_INSERT_TURN = insert(Turn).returning(Turn.id)
+_UPDATE_TURN = update(Turn).where(Turn.id == bindparam("b_turn_id"))
+_TOUCH_CONVERSATION = update(Conversation).where(Conversation.id == bindparam("b_conversation_id"))
+_QUEUED_MESSAGES = select(Turn.inbound_message_id).where(
+    Turn.conversation_id == bindparam("b_conversation_id"),
+    Turn.status == TurnStatus.RECEIVED,
+)
+_HISTORY = (
+    select(Message.id, Message.role, Message.text, Message.tokens, Message.created_at)
+    .where(
+        Message.conversation_id == bindparam("b_conversation_id"),
+        Message.id != bindparam("b_message_id"),
+        Message.id.not_in(_QUEUED_MESSAGES),
+    )
+    .order_by(Message.id.desc())
+    .limit(bindparam("b_limit", type_=Integer))
+)
+
+
+def _update_turn(connection: Connection, turn_id: int, values: Mapping[str, Any]) -> None:
+    if values:
+        connection.execute(_UPDATE_TURN, {"b_turn_id": turn_id, **values})
+
+
+def _write_values(connection: Connection, pending: Mapping[int, Mapping[str, Any]] | None) -> None:
+    for turn_id, values in (pending or {}).items():
+        _update_turn(connection, turn_id, values)
+
+
 async def store_inbound(
     store: Store,
     address: Address,
@@ -109,52 +154,68 @@ async def store_inbound(
     received_at: datetime,
     client_id: str | None,
 ) -> StoredInbound:
-    """Store the message and its turn in one transaction, or find the earlier copy."""
-    if client_id is not None:
+    """Store the message and its turn in one transaction, or find the earlier copy.
+
+    The insert comes first: a ``client_id`` already stored (a resend, or the
+    same message from two connections at once) breaks the unique constraint
+    and is answered with the stored copy, so the common case costs one
+    transaction and a race between two connections cannot fail either.
+    """
+
+    def work(connection: Connection) -> tuple[int, int]:
+        message_id = connection.execute(
+            _INSERT_MESSAGE,
+            {
+                "conversation_id": address.conversation_id,
+                "person_id": address.person_id,
+                "role": MessageRole.USER,
+                "channel": address.channel,
+                "text": text,
+                "client_id": client_id,
+                "tokens": estimate_tokens(text),
+                "created_at": received_at,
+            },
+        ).scalar_one()
+        turn_id = connection.execute(
+            _INSERT_TURN,
+            {
+                "conversation_id": address.conversation_id,
+                "inbound_message_id": message_id,
+                "status": TurnStatus.RECEIVED,
+                "received_at": received_at,
+                "context_tokens": {},
+            },
+        ).scalar_one()
+        connection.execute(
+            _TOUCH_CONVERSATION,
+            {"b_conversation_id": address.conversation_id, "updated_at": received_at},
+        )
+        return int(message_id), int(turn_id)
+
+    try:
+        message_id, turn_id = await store.write(work)
+    except StoreError as exc:
+        if client_id is None or not isinstance(exc.__cause__, IntegrityError):
+            raise
         earlier = await find_by_client_id(store, address, client_id)
-        if earlier is not None:
-            return earlier
-    async with store.session() as session:
-        message = Message(
-            conversation_id=address.conversation_id,
-            person_id=address.person_id,
-            role=MessageRole.USER,
-            channel=address.channel,
-            text=text,
-            client_id=client_id,
-            tokens=estimate_tokens(text),
-            created_at=received_at,
-        )
-        session.add(message)
-        await session.flush()
-        turn = Turn(
-            conversation_id=address.conversation_id,
-            inbound_message_id=message.id,
-            status=TurnStatus.RECEIVED,
-            received_at=received_at,
-            context_tokens={},
-        )
-        session.add(turn)
-        await session.flush()
-        await session.execute(
-            update(Conversation)
-            .where(Conversation.id == address.conversation_id)
-            .values(updated_at=received_at)
-        )
-        return StoredInbound(
-            address=address,
-            message_id=message.id,
-            turn_id=turn.id,
-            text=text,
-            created_at=received_at,
-            client_id=client_id,
-            duplicate=False,
-            status=TurnStatus.RECEIVED,
-        )
+        if earlier is None:
+            # Some other constraint failed: that is a real error.
+            raise
+        return earlier
+    return StoredInbound(
+        address=address,
+        message_id=message_id,
+        turn_id=turn_id,
+        text=text,
+        created_at=received_at,
+        client_id=client_id,
+        duplicate=False,
+        status=TurnStatus.RECEIVED,
+    )
 
 
 async def find_by_client_id(store: Store, address: Address, client_id: str) -> StoredInbound | None:
-    async with store.session() as session:
+    async with store.reader() as session:
         row = (
             await session.execute(
                 select(Message, Turn)
@@ -187,28 +248,51 @@ async def find_by_client_id(store: Store, address: Address, client_id: str) -> S
         )
 
 
+@dataclass(frozen=True)
+class PastRow:
+    """One message of a conversation's history, as a turn's prompt needs it."""
+
+    id: int
+    role: MessageRole
+    text: str
+    tokens: int
+    created_at: datetime
+
+
 async def start_turn(
-    store: Store, turn_id: int, conversation_id: int, before_message_id: int, limit: int
-) -> list[Message]:
-    """Mark the turn generating and read the history before its message, oldest first."""
-    async with store.session() as session:
-        await session.execute(
-            update(Turn)
-            .where(Turn.id == turn_id)
-            .values(status=TurnStatus.GENERATING, started_at=utcnow())
-        )
-        rows = (
-            await session.scalars(
-                select(Message)
-                .where(
-                    Message.conversation_id == conversation_id,
-                    Message.id < before_message_id,
-                )
-                .order_by(Message.id.desc())
-                .limit(limit)
-            )
+    store: Store,
+    turn_id: int,
+    conversation_id: int,
+    message_id: int,
+    limit: int,
+    pending_values: Mapping[int, Mapping[str, Any]] | None = None,
+) -> list[PastRow]:
+    """Mark the turn generating and read its history, oldest first.
+
+    The history is every message of the conversation stored so far except
+    this one and the user messages whose turns still wait in the queue: the
+    reply to the previous message is in it even when this message arrived
+    before that reply was stored. ``pending_values`` are turn columns the
+    pipeline measured after an earlier turn's last write, written here too.
+    """
+
+    def work(connection: Connection) -> list[PastRow]:
+        _update_turn(connection, turn_id, {"status": TurnStatus.GENERATING, "started_at": utcnow()})
+        _write_values(connection, pending_values)
+        rows = connection.execute(
+            _HISTORY,
+            {"b_conversation_id": conversation_id, "b_message_id": message_id, "b_limit": limit},
         ).all()
-    return list(reversed(rows))
+        return [PastRow(r[0], r[1], r[2], r[3], r[4]) for r in reversed(rows)]
+
+    return await store.write(work)
+
+
+@dataclass(frozen=True)
+class StoredReply:
+    id: int
+    text: str
+    created_at: datetime
 
 
 async def finish_turn(
@@ -216,54 +300,65 @@ async def finish_turn(
     inbound: StoredInbound,
     reply_text: str,
     values: dict[str, Any],
-) -> Message:
-    """Store the reply and close the turn as replied, in one transaction."""
+    pending_values: Mapping[int, Mapping[str, Any]] | None = None,
+) -> StoredReply:
+    """Store the reply and close the turn as replied, in one transaction.
+
+    ``pending_values``: as for ``start_turn``.
+    """
     now = utcnow()
-    async with store.session() as session:
-        reply = Message(
-            conversation_id=inbound.address.conversation_id,
-            person_id=inbound.address.person_id,
-            role=MessageRole.ASSISTANT,
-            channel=inbound.address.channel,
-            text=reply_text,
-            tokens=values.get("output_tokens") or estimate_tokens(reply_text),
-            created_at=now,
-        )
-        session.add(reply)
-        await session.flush()
-        await session.execute(
-            update(Turn)
-            .where(Turn.id == inbound.turn_id)
-            .values(
-                status=TurnStatus.REPLIED,
-                reply_message_id=reply.id,
-                finished_at=now,
+    address = inbound.address
+
+    def work(connection: Connection) -> int:
+        reply_id = connection.execute(
+            _INSERT_MESSAGE,
+            {
+                "conversation_id": address.conversation_id,
+                "person_id": address.person_id,
+                "role": MessageRole.ASSISTANT,
+                "channel": address.channel,
+                "text": reply_text,
+                "client_id": None,
+                "tokens": values.get("output_tokens") or estimate_tokens(reply_text),
+                "created_at": now,
+            },
+        ).scalar_one()
+        _update_turn(
+            connection,
+            inbound.turn_id,
+            {
                 **values,
-            )
+                "status": TurnStatus.REPLIED,
+                "reply_message_id": reply_id,
+                "finished_at": now,
+            },
         )
-        await session.execute(
-            update(Conversation)
-            .where(Conversation.id == inbound.address.conversation_id)
-            .values(updated_at=now)
+        connection.execute(
+            _TOUCH_CONVERSATION, {"b_conversation_id": address.conversation_id, "updated_at": now}
         )
-        return reply
+        _write_values(connection, pending_values)
+        return int(reply_id)
+
+    return StoredReply(await store.write(work), reply_text, now)
 
 
 async def fail_turn(
     store: Store, turn_id: int, code: str, message: str, values: dict[str, Any] | None = None
 ) -> None:
-    async with store.session() as session:
-        await session.execute(
-            update(Turn)
-            .where(Turn.id == turn_id)
-            .values(
-                status=TurnStatus.FAILED,
-                error_code=code,
-                error_message=message,
-                finished_at=utcnow(),
+    def work(connection: Connection) -> None:
+        _update_turn(
+            connection,
+            turn_id,
+            {
                 **(values or {}),
-            )
+                "status": TurnStatus.FAILED,
+                "error_code": code,
+                "error_message": message,
+                "finished_at": utcnow(),
+            },
         )
+
+    await store.write(work)
 
 
 async def reopen_failed_turn(
@@ -312,9 +407,13 @@ async def reopen_failed_turn(
         )
 
 
-async def record_turn_values(store: Store, turn_id: int, values: dict[str, Any]) -> None:
-    async with store.session() as session:
-        await session.execute(update(Turn).where(Turn.id == turn_id).values(**values))
+async def record_turn_values(store: Store, values: Mapping[int, Mapping[str, Any]]) -> None:
+    """Columns of several turns (timings measured after their last write), one transaction."""
+
+    def work(connection: Connection) -> None:
+        _write_values(connection, values)
+
+    await store.write(work)
 
 
 async def fail_unfinished_turns(store: Store) -> int:
@@ -351,7 +450,7 @@ async def conversation_history(
     store: Store, conversation_id: int, *, after_id: int = 0, limit: int = 100
 ) -> list[HistoryEntry]:
     """Messages of a conversation for a (re)connecting page, oldest first."""
-    async with store.session() as session:
+    async with store.reader() as session:
         messages = (
             await session.scalars(
                 select(Message)
