@@ -149,6 +149,8 @@ def create_app(
                     timeout_s=config.brain.timeout_s,
                     history_max_messages=config.context.history_max_messages,
                     prompt_caching=config.claude.prompt_caching,
+                    max_retries=config.brain.max_retries,
+                    turn_deadline_s=config.brain.turn_deadline_s,
                 ),
                 # Memory first: the episodes are stored before judge and observe run.
                 after_stages=[

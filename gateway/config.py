@@ -56,6 +56,9 @@ class BrainConfig:
     timeout_s: float = 60.0
     # Retries on 429 / 5xx / overloaded, with capped exponential backoff.
     max_retries: int = 2
+    # Whole-turn deadline covering every attempt and the backoff between them;
+    # 0: timeout_s x (max_retries + 1) plus the longest backoff.
+    turn_deadline_s: float = 0.0
     temperature: float = 0.7
 
 
@@ -204,6 +207,9 @@ ObserverKind = Literal["auto", "rules", "llm"]
 
 @dataclass(frozen=True)
 class PersonaConfig:
+    # The persona loop's stages in the turn (state, observations, anchors, judge);
+    # off: the prompt carries the persona file alone.
+    enabled: bool = True
     # PersonaState: each observe pass moves the traits by this much (EWMA alpha).
     trait_alpha: float = 0.3
     # Voice markers, stance and formatting: weights shrink by this factor at
@@ -698,6 +704,8 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"server.port: {config.server.port} is not a TCP port")
     if config.brain.max_retries < 0:
         raise ConfigError("brain.max_retries: must be 0 or more")
+    if config.brain.turn_deadline_s < 0:
+        raise ConfigError("brain.turn_deadline_s: must be 0 (automatic) or more")
     if config.voice.silence_dbfs > 0:
         raise ConfigError("voice.silence_dbfs: must be 0 or below (dB relative to full scale)")
     if config.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
@@ -31,13 +32,40 @@ from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_tur
 log = logging.getLogger(__name__)
 
 
+# The backoff of the brains' one retry layer (the anthropic SDK's and ours for
+# OpenAI-compatible servers): 0.5 s doubling up to 8 s between attempts.
+RETRY_INITIAL_DELAY_S = 0.5
+RETRY_MAX_DELAY_S = 8.0
+
+
+def automatic_deadline_s(timeout_s: float, max_retries: int) -> float:
+    """Every attempt timing out, plus the longest backoff between them."""
+    backoff = sum(
+        min(RETRY_INITIAL_DELAY_S * 2.0**attempt, RETRY_MAX_DELAY_S)
+        for attempt in range(max_retries)
+    )
+    return timeout_s * (max_retries + 1) + backoff
+
+
 @dataclass(frozen=True)
 class PipelineSettings:
     max_tokens: int
     temperature: float | None
+    # One attempt of the brain (the adapters enforce it).
     timeout_s: float
     history_max_messages: int
     prompt_caching: bool = True
+    # The brain's retries after a failed attempt, inside the turn's deadline.
+    max_retries: int = 0
+    # The whole turn's deadline; 0: automatic_deadline_s(timeout_s, max_retries).
+    turn_deadline_s: float = 0.0
+
+    @property
+    def deadline_s(self) -> float:
+        """How long a turn's model call may take, its retries and backoff included."""
+        if self.turn_deadline_s > 0:
+            return self.turn_deadline_s
+        return automatic_deadline_s(self.timeout_s, self.max_retries)
 
 
 class TurnPipeline:
@@ -56,6 +84,32 @@ class TurnPipeline:
         self.after_stages = tuple(after_stages)
         self.hub = hub
         self.settings = settings
+        # Turn columns measured after a turn's last write (deliver_ms): they ride
+        # along with the next turn's write instead of costing a transaction each.
+        self._pending: dict[int, dict[str, Any]] = {}
+
+    @property
+    def pending_values(self) -> int:
+        return len(self._pending)
+
+    def _take_pending(self) -> dict[int, dict[str, Any]]:
+        taken, self._pending = self._pending, {}
+        return taken
+
+    def _restore_pending(self, taken: dict[int, dict[str, Any]]) -> None:
+        for turn_id, values in taken.items():
+            self._pending.setdefault(turn_id, {}).update(values)
+
+    async def flush(self) -> None:
+        """Write the values still pending (the router calls this when no turn runs)."""
+        taken = self._take_pending()
+        if not taken:
+            return
+        try:
+            await record_turn_values(self.store, taken)
+        except AgentGWError:
+            self._restore_pending(taken)
+            raise
 
     async def run(self, inbound: StoredInbound, received_perf: float) -> None:
         """Answer one stored message; never raises for a failed turn (it is recorded)."""
@@ -68,7 +122,7 @@ class TurnPipeline:
             outcome = await self._answer(inbound, request, values, received_perf)
         except TimeoutError:
             error: AgentGWError = BrainTimeout(
-                f"no complete answer within {self.settings.timeout_s:g} s"
+                f"no complete answer within {self.settings.deadline_s:g} s"
             )
             outcome = await self._fail(inbound, request, error, values)
         except AgentGWError as exc:
@@ -87,13 +141,19 @@ class TurnPipeline:
     async def _begin(self, inbound: StoredInbound) -> TurnContext:
         """Mark the turn generating and read the recent history (one transaction)."""
         address = inbound.address
-        rows = await start_turn(
-            self.store,
-            inbound.turn_id,
-            address.conversation_id,
-            inbound.message_id,
-            self.settings.history_max_messages,
-        )
+        pending = self._take_pending()
+        try:
+            rows = await start_turn(
+                self.store,
+                inbound.turn_id,
+                address.conversation_id,
+                inbound.message_id,
+                self.settings.history_max_messages,
+                pending,
+            )
+        except BaseException:
+            self._restore_pending(pending)
+            raise
         return TurnContext(
             turn_id=inbound.turn_id,
             conversation_id=address.conversation_id,
@@ -135,8 +195,10 @@ class TurnPipeline:
     ) -> TurnOutcome:
         brain_start = time.perf_counter()
         values["prepare_ms"] = (brain_start - received_perf) * 1000
+        # The deadline covers the brain's own retries: a first attempt that
+        # times out must leave room for the retry that answers.
         completion = await asyncio.wait_for(
-            self._stream(inbound, request), timeout=self.settings.timeout_s
+            self._stream(inbound, request), timeout=self.settings.deadline_s
         )
         brain_done = time.perf_counter()
         values["brain_ms"] = (brain_done - brain_start) * 1000
@@ -147,7 +209,12 @@ class TurnPipeline:
             cache_read_tokens=completion.usage.cache_read_tokens,
             cache_write_tokens=completion.usage.cache_write_tokens,
         )
-        reply = await finish_turn(self.store, inbound, completion.text, values)
+        pending = self._take_pending()
+        try:
+            reply = await finish_turn(self.store, inbound, completion.text, values, pending)
+        except BaseException:
+            self._restore_pending(pending)
+            raise
         await self.hub.publish(
             TurnEvent(
                 TurnEventKind.REPLY,
@@ -159,7 +226,7 @@ class TurnPipeline:
             )
         )
         deliver_ms = (time.perf_counter() - brain_done) * 1000
-        await record_turn_values(self.store, inbound.turn_id, {"deliver_ms": deliver_ms})
+        self._pending.setdefault(inbound.turn_id, {})["deliver_ms"] = deliver_ms
         return TurnOutcome(request, reply.id, completion.text, reply.created_at)
 
     async def _after(self, turn: TurnContext, outcome: TurnOutcome) -> None:

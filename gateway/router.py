@@ -111,10 +111,17 @@ class Router:
             self.supervisor.spawn(f"lane-{conversation_id}", self._drain(conversation_id, lane))
 
     async def _drain(self, conversation_id: int, lane: _Lane) -> None:
+        flushing = True
         try:
-            while not lane.queue.empty():
-                stored, received_perf = lane.queue.get_nowait()
-                await self.pipeline.run(stored, received_perf)
+            while True:
+                while not lane.queue.empty():
+                    stored, received_perf = lane.queue.get_nowait()
+                    await self.pipeline.run(stored, received_perf)
+                if not (flushing and self.pipeline.pending_values) or self._others_busy(lane):
+                    break
+                # The last busy lane writes what the turns left pending, then
+                # looks at its queue again: a message may have come in meanwhile.
+                flushing = await self._flush()
         finally:
             # No await between the empty check and here: no message can slip in unseen.
             lane.busy = False
@@ -122,6 +129,18 @@ class Router:
                 self._lanes.pop(conversation_id, None)
             if not any(lane.busy for lane in self._lanes.values()):
                 self._idle.set()
+
+    def _others_busy(self, lane: _Lane) -> bool:
+        return any(other.busy for other in self._lanes.values() if other is not lane)
+
+    async def _flush(self) -> bool:
+        try:
+            await self.pipeline.flush()
+        except AgentGWError:
+            # Only timings are pending: the next turn's write carries them.
+            log.exception("could not write the pending turn values")
+            return False
+        return True
 
     @property
     def turns_in_flight(self) -> int:

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from gateway.brains.claude import ClaudeBrain
+from gateway.pipeline import PipelineSettings
 from gateway.store import Message, MessageRole, Turn, TurnStatus
 from gateway.testing.fake_anthropic import FakeAnthropic
 from tests.conftest import RunningGateway, start_gateway
@@ -153,3 +154,41 @@ async def test_brain_fault_fails_the_turn_keeps_the_message_and_the_connection(
     # The failed turn's text is not part of what the next request sent as history.
     last = fake.message_requests[-1].body["messages"]
     assert all("will not arrive" not in str(m["content"]) for m in last)
+
+
+async def test_a_stalled_first_attempt_is_retried_within_the_turn_deadline(
+    tmp_path: Path,
+) -> None:
+    """The turn's deadline covers the SDK's retry: a timeout then a good answer is a reply."""
+    async with FakeAnthropic(api_key=KEY, chunk_chars=5) as fake:
+        config = claude_gateway_config(tmp_path, fake, timeout_s=TIMEOUT_S, max_retries=1)
+        server, session = await start_gateway(config, ClaudeBrain.from_config(config))
+        running = RunningGateway(server, session)
+        try:
+            ws = await running.ws()
+            await until(ws, "history")
+            fake.script = [RECOVERED]
+            # Longer than one attempt may take: the SDK gives up on it and tries again.
+            fake.delay(TIMEOUT_S * 10)
+            await ws.send_json({"type": "message", "text": "Are you there?", "client_id": "c-1"})
+            frames = await until(ws, "error", "reply")
+            await ws.close()
+        finally:
+            await session.close()
+            await server.close()
+    assert frames[-1]["type"] == "reply", frames
+    assert frames[-1]["text"] == RECOVERED
+    assert len(fake.message_requests) == 2
+    assert fake.pending_faults == 0
+
+
+def test_turn_deadline_covers_every_attempt_and_the_backoff_unless_set() -> None:
+    def settings(**kwargs: Any) -> PipelineSettings:
+        return PipelineSettings(max_tokens=100, temperature=None, history_max_messages=10, **kwargs)
+
+    # Attempts of 0.5 s, and 0.5 s of backoff before the one retry.
+    assert settings(timeout_s=0.5, max_retries=1).deadline_s == pytest.approx(1.5)
+    # Backoff doubles and is capped at 8 s: 0.5 + 1 + 2 + 4 + 8 + 8.
+    assert settings(timeout_s=10.0, max_retries=6).deadline_s == pytest.approx(70 + 23.5)
+    assert settings(timeout_s=0.5, max_retries=0).deadline_s == pytest.approx(0.5)
+    assert settings(timeout_s=0.5, max_retries=3, turn_deadline_s=7.0).deadline_s == 7.0

@@ -180,6 +180,35 @@ async def test_resend_while_the_turn_runs_is_answered_once(
         await ws.close()
 
 
+async def test_same_client_id_from_two_pages_at_once_is_stored_once(
+    running: RunningGateway, brain: HeldBrain
+) -> None:
+    """Both inserts race; the one that loses the unique constraint gets the stored copy."""
+    brain.script = ["One answer for both pages."]
+    first, hello, _ = await open_page(running)
+    second, _, _ = await open_page(running)
+    frame = {"type": "message", "text": "sent twice", "client_id": "c-race"}
+    await asyncio.gather(first.send_json(frame), second.send_json(frame))
+    acks = []
+    for ws in (first, second):
+        frames = await receive_until(ws, lambda f: f["type"] in ("ack", "error"))
+        acks.append(frames[-1])
+    assert [a["type"] for a in acks] == ["ack", "ack"], acks
+    assert acks[0]["message_id"] == acks[1]["message_id"]
+    assert sorted(a["duplicate"] for a in acks) == [False, True]
+    for ws in (first, second):
+        frames = await receive_until(ws, of_type("reply"))
+        assert frames[-1]["reply_to"] == acks[0]["message_id"]
+        assert not [f for f in frames if f["type"] == "error"]
+        await ws.close()
+    assert len(brain.requests) == 1
+    entries = await conversation_history(running.gateway.store, hello["conversation_id"])
+    assert [(e.role.value, e.text) for e in entries] == [
+        ("user", "sent twice"),
+        ("assistant", "One answer for both pages."),
+    ]
+
+
 # -------------------------------------------------------------- reconnect
 
 
