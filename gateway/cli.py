@@ -104,6 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
     gw = bench_sub.add_parser("gateway", help="concurrent webchat turns against the scripted brain")
     gw.add_argument("--conversations", type=int, default=100)
     gw.add_argument("--turns", type=int, default=10)
+    gw.add_argument(
+        "--stages",
+        choices=("default", "core"),
+        default="default",
+        help="default: the configured stages (memory, persona loop); core: history only",
+    )
+    gw.add_argument(
+        "--profile", metavar="PATH", help="run the gateway under cProfile, stats to PATH"
+    )
+    gw.add_argument(
+        "--pause-ms",
+        type=float,
+        default=0.0,
+        help="each page's pause between a reply and its next message (0: at once)",
+    )
     gw.add_argument("--json", action="store_true")
     vb = bench_sub.add_parser(
         "voice", help="speech to text, text to speech and the spoken round trip (real models)"

@@ -123,7 +123,11 @@ def test_bench_gateway_prints_its_figures_as_json() -> None:
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert set(figures) == {
+        "stages",
+        "context_stages",
+        "after_turn_stages",
         "conversations",
+        "pause_ms",
         "turns",
         "turns_per_s",
         "errors",
@@ -136,8 +140,24 @@ def test_bench_gateway_prints_its_figures_as_json() -> None:
         "rtt_p95_ms",
     }
     assert (figures["conversations"], figures["turns"], figures["errors"]) == (3, 6, 0)
+    # The default stages ran, as the gateway itself reports them.
+    assert figures["stages"] == "default"
+    assert {"memory", "history", "anchor"} <= set(figures["context_stages"])
+    assert "memory-ingest" in figures["after_turn_stages"]
     # Figures read from the turns table: positive, and the parts within the whole.
     assert 0 < figures["overhead_p50_ms"] <= figures["overhead_p95_ms"]
     assert figures["prepare_p95_ms"] > 0
     assert figures["deliver_p95_ms"] > 0
     assert figures["turns_per_s"] > 0
+
+
+def test_bench_gateway_core_stages_leave_memory_and_persona_loop_out() -> None:
+    result = run_command(
+        "bench", "gateway", "--conversations", "2", "--turns", "2", "--stages", "core", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["stages"] == "core"
+    assert figures["context_stages"] == ["persona", "clock", "history"]
+    assert figures["after_turn_stages"] == []
+    assert (figures["turns"], figures["errors"]) == (4, 0)

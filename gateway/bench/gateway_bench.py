@@ -10,10 +10,24 @@ turn, ``prepare_ms`` (message received → brain called: store, queue, history,
 context stages) and ``deliver_ms`` (brain done → reply stored and delivered
 to the page). The overhead of a turn is their sum.
 
+``--pause-ms`` is each page's mean pause between a reply and its next
+message (drawn from 0.5-1.5 x, the first message staggered over 0-1 x, so
+the pages do not send in lockstep). With the default 0 every page sends
+again at once, so N turns are always in flight and, by Little's law, a
+turn's overhead is about N / turns_per_s: at N = 100 that measures
+throughput. A pause like a person's measures the overhead at that offered
+load instead.
+
+``--stages default`` runs the configured defaults (memory layer and persona
+loop on: the honest headline figure); ``--stages core`` turns both off to
+measure the core alone. ``--profile PATH`` runs the gateway under cProfile and
+leaves its stats at PATH (``python -m pstats PATH``).
+
 JSON printed with ``--json``::
 
-    {"conversations", "turns", "turns_per_s", "errors", "overhead_p50_ms",
-     "overhead_p95_ms", "prepare_p95_ms", "deliver_p95_ms", "wall_s",
+    {"stages", "context_stages", "after_turn_stages", "conversations", "pause_ms", "turns",
+     "turns_per_s", "errors", "overhead_p50_ms", "overhead_p95_ms",
+     "prepare_p95_ms", "deliver_p95_ms", "wall_s",
      "rtt_p50_ms", "rtt_p95_ms"}
 
 ``turns`` counts replied turns; ``errors`` counts turns that did not end in
@@ -30,6 +44,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import signal
 import socket
 import sqlite3
@@ -75,10 +90,19 @@ class GatewayProcess:
     ``log_path``.
     """
 
-    def __init__(self, config_path: Path, port: int, log_path: Path) -> None:
+    def __init__(
+        self,
+        config_path: Path,
+        port: int,
+        log_path: Path,
+        *,
+        profile_path: Path | None = None,
+    ) -> None:
         self.config_path = config_path
         self.port = port
         self.log_path = log_path
+        # Run the child under cProfile; the stats are written when it exits cleanly.
+        self.profile_path = profile_path
         self._process: asyncio.subprocess.Process | None = None
         self._log: IO[bytes] | None = None
 
@@ -99,8 +123,14 @@ class GatewayProcess:
         if self._process is not None:
             raise RuntimeError("the gateway process is already started")
         self._log = await asyncio.to_thread(self.log_path.open, "ab")
+        profiler = (
+            ["-m", "cProfile", "-o", str(self.profile_path)]
+            if self.profile_path is not None
+            else []
+        )
         self._process = await asyncio.create_subprocess_exec(
             sys.executable,
+            *profiler,
             "-m",
             "gateway",
             "run",
@@ -168,11 +198,20 @@ class GatewayProcess:
         await self.stop()
 
 
-def bench_config_text(data_dir: Path, port: int, turns: int) -> str:
-    """The gateway's config for the run: scripted brain, temp store, no voice models."""
+STAGE_SETS = ("default", "core")
+
+
+def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "default") -> str:
+    """The gateway's config for the run: scripted brain, temp store, no voice models.
+
+    ``stages="default"`` keeps the configured defaults (memory layer and persona
+    loop on); ``"core"`` turns them off, leaving persona file, clock and history.
+    """
+    if stages not in STAGE_SETS:
+        raise ConfigError(f"--stages must be one of {', '.join(STAGE_SETS)}, not {stages!r}")
     # Per-connection rate limit above what one conversation sends in a minute.
     rate = max(30, turns * 2)
-    return (
+    text = (
         f'[server]\nhost = "127.0.0.1"\nport = {port}\n'
         f"[store]\ndata_dir = {json.dumps(str(data_dir))}\n"
         '[brain]\nkind = "scripted"\n'
@@ -180,6 +219,25 @@ def bench_config_text(data_dir: Path, port: int, turns: int) -> str:
         f"[webchat]\nrate_per_minute = {rate}\n"
         "[voice]\nenabled = false\n"
     )
+    if stages == "core":
+        text += (
+            "[memory]\nenabled = false\n[persona]\nenabled = false\n[observe]\nenabled = false\n"
+        )
+    return text
+
+
+async def running_stages(base_url: str) -> dict[str, list[str]]:
+    """The pipeline's stages as the gateway reports them on ``/healthz``."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{base_url}/healthz") as response,
+    ):
+        body = await response.json()
+    stages = body.get("stages", {})
+    return {
+        "context": [str(name) for name in stages.get("context", [])],
+        "after_turn": [str(name) for name in stages.get("after_turn", [])],
+    }
 
 
 @dataclass
@@ -197,8 +255,15 @@ async def converse(
     name: str,
     turns: int,
     result: DriveResult,
+    pause_s: float = 0.0,
 ) -> None:
-    """One page: connect, then ``turns`` messages, each after the previous reply."""
+    """One page: connect, then ``turns`` messages, each a pause after the previous reply.
+
+    Pauses are drawn from 0.5-1.5 x ``pause_s`` and the first message waits
+    0-1 x ``pause_s``, so pages do not send in lockstep as no real people do.
+    """
+    # Seeded by the page: the same run draws the same pauses.
+    draw = random.Random(name)
     try:
         ws = await session.ws_connect(f"{base_url}/ws?session={name}", heartbeat=None)
     except aiohttp.ClientError as exc:
@@ -208,6 +273,9 @@ async def converse(
         while (await ws.receive_json(timeout=TURN_TIMEOUT_S))["type"] != "history":
             pass
         for index in range(turns):
+            if pause_s:
+                low, high = (0.5, 1.5) if index else (0.0, 1.0)
+                await asyncio.sleep(pause_s * draw.uniform(low, high))
             await one_turn(ws, name, index, result)
     except (aiohttp.ClientError, TimeoutError, TypeError, ValueError) as exc:
         # A broken connection or frame: the turns not done are counted as errors.
@@ -238,14 +306,16 @@ async def one_turn(
             return
 
 
-async def drive(base_url: str, conversations: int, turns: int, run_id: str) -> DriveResult:
+async def drive(
+    base_url: str, conversations: int, turns: int, run_id: str, pause_s: float = 0.0
+) -> DriveResult:
     result = DriveResult()
     # limit=0: one connection per page, not aiohttp's default pool of 100.
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         await asyncio.gather(
             *(
-                converse(session, base_url, f"bench-{run_id}-{i:05d}", turns, result)
+                converse(session, base_url, f"bench-{run_id}-{i:05d}", turns, result, pause_s)
                 for i in range(conversations)
             )
         )
@@ -274,18 +344,29 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-async def run(conversations: int, turns: int, folder: Path) -> dict[str, Any]:
+async def run(
+    conversations: int,
+    turns: int,
+    folder: Path,
+    *,
+    stages: str = "default",
+    profile_path: Path | None = None,
+    pause_ms: float = 0.0,
+) -> dict[str, Any]:
     port = free_port()
     data_dir = folder / "data"
     config_path = folder / "agentgw.toml"
     await asyncio.to_thread(
-        config_path.write_text, bench_config_text(data_dir, port, turns), "utf-8"
+        config_path.write_text, bench_config_text(data_dir, port, turns, stages), "utf-8"
     )
-    gateway = GatewayProcess(config_path, port, folder / "gateway.log")
+    gateway = GatewayProcess(config_path, port, folder / "gateway.log", profile_path=profile_path)
     await gateway.start()
     try:
+        ran = await running_stages(gateway.base_url)
         started = time.perf_counter()
-        driven = await drive(gateway.base_url, conversations, turns, run_id=str(port))
+        driven = await drive(
+            gateway.base_url, conversations, turns, run_id=str(port), pause_s=pause_ms / 1000
+        )
         wall_s = time.perf_counter() - started
     finally:
         status = await gateway.stop()
@@ -297,7 +378,11 @@ async def run(conversations: int, turns: int, folder: Path) -> dict[str, Any]:
         driven.problems.append(f"the gateway exited with status {status}")
         errors += 1
     return {
+        "stages": stages,
+        "context_stages": ran["context"],
+        "after_turn_stages": ran["after_turn"],
         "conversations": conversations,
+        "pause_ms": pause_ms,
         "turns": driven.replied,
         "turns_per_s": round(driven.replied / wall_s, 1) if wall_s > 0 else 0.0,
         "errors": errors,
@@ -315,8 +400,21 @@ async def run(conversations: int, turns: int, folder: Path) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     if args.conversations < 1 or args.turns < 1:
         raise ConfigError("--conversations and --turns must be 1 or more")
+    pause_ms = float(getattr(args, "pause_ms", 0.0))
+    if pause_ms < 0:
+        raise ConfigError("--pause-ms must be 0 or more")
+    profile = getattr(args, "profile", None)
     with tempfile.TemporaryDirectory(prefix="agentgw-bench-gateway-") as folder:
-        result = asyncio.run(run(args.conversations, args.turns, Path(folder)))
+        result = asyncio.run(
+            run(
+                args.conversations,
+                args.turns,
+                Path(folder),
+                stages=getattr(args, "stages", "default"),
+                profile_path=Path(profile).resolve() if profile else None,
+                pause_ms=pause_ms,
+            )
+        )
     problems = result.pop("problems")
     for problem in problems:
         print(f"bench gateway: {problem}", file=sys.stderr)
