@@ -7,6 +7,8 @@ local sentence-transformers folder); nothing is ever downloaded.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -154,3 +156,77 @@ def to_blob(vector: NDArray[np.float32]) -> bytes:
 
 def from_blob(blob: bytes) -> NDArray[np.float32]:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+class EmbedQueue:
+    """Embeddings for concurrent callers, computed in batches by one worker thread.
+
+    A turn embeds a query and then its two messages; with many conversations at
+    once those small requests would each pay the transformer's fixed cost in
+    turn (the model runs one call at a time). Requests that arrive while a batch
+    runs wait together and go as the next batch, so the cost is shared and an
+    idle gateway adds no delay. The worker task is owned here: started on first
+    use, stopped by ``aclose``.
+    """
+
+    def __init__(self, embedder: Embedder, max_batch: int = 64) -> None:
+        self.embedder = embedder
+        self.max_batch = max_batch
+        self._pending: list[tuple[list[str], asyncio.Future[NDArray[np.float32]]]] = []
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self.batches = 0
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        future: asyncio.Future[NDArray[np.float32]] = asyncio.get_running_loop().create_future()
+        self._pending.append((list(texts), future))
+        self._wake.set()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._run(), name="memory-embed-queue")
+        return await future
+
+    def _take(self) -> list[tuple[list[str], asyncio.Future[NDArray[np.float32]]]]:
+        """The next batch: waiting requests in order, up to ``max_batch`` texts (a larger
+        single request goes alone)."""
+        batch = [self._pending.pop(0)]
+        total = len(batch[0][0])
+        while self._pending and total + len(self._pending[0][0]) <= self.max_batch:
+            total += len(self._pending[0][0])
+            batch.append(self._pending.pop(0))
+        return batch
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch = [(t, f) for t, f in self._take() if not f.done()]
+                if not batch:
+                    continue
+                texts = [text for request, _ in batch for text in request]
+                try:
+                    vectors = await asyncio.to_thread(self.embedder.embed, texts)
+                except EmbeddingUnavailable as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                self.batches += 1
+                start = 0
+                for request, future in batch:
+                    if not future.done():
+                        future.set_result(vectors[start : start + len(request)])
+                    start += len(request)
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        for _, future in self._pending:
+            if not future.done():
+                future.set_exception(EmbeddingUnavailable("the embedding queue is closed"))
+        self._pending.clear()

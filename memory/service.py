@@ -25,7 +25,7 @@ from gateway.config import Config, MemoryConfig
 from gateway.store import Store
 from memory import repo
 from memory.decay import DecayPolicy, content_words, hours_between, last_touch, overlap
-from memory.embed import Embedder, SentenceEmbedder
+from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
 from memory.models import MemoryTrace
@@ -175,6 +175,8 @@ class MemoryService:
         self.decay = decay_policy(config)
         self._indexes: dict[int, PersonIndex] = {}
         self._opening: dict[int, asyncio.Lock] = {}
+        # Concurrent turns' small embedding requests share one model call.
+        self._embeds = EmbedQueue(embedder) if embedder is not None else None
 
     @classmethod
     async def start(
@@ -251,15 +253,17 @@ class MemoryService:
                     log.exception("memory: could not save %s", index.path.name)
 
     async def aclose(self) -> None:
+        if self._embeds is not None:
+            await self._embeds.aclose()
         await self.save_indexes()
         self._indexes.clear()
 
     # -- writing ---------------------------------------------------------------
 
     async def _embed(self, texts: Sequence[str]) -> NDArray[np.float32] | None:
-        if self.embedder is None or not texts:
+        if self._embeds is None or not texts:
             return None
-        return await asyncio.to_thread(self.embedder.embed, list(texts))
+        return await self._embeds.embed(list(texts))
 
     async def add_items(self, items: Sequence[NewItem]) -> list[int]:
         """Embed (one batch), store and index new items; their ids in order."""

@@ -1,0 +1,81 @@
+"""The embedding queue: concurrent requests share model calls, each caller gets its
+own rows, failures reach the callers of that batch only."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from memory.embed import EmbedQueue
+from memory.errors import EmbeddingUnavailable
+
+
+class CountingEmbedder:
+    """Row i is [len(text), first letter code]; every call is recorded; calls can be held."""
+
+    dim = 2
+    model_name = "counting"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.fail_on: str | None = None
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.release.wait(5)
+        self.calls.append(list(texts))
+        if self.fail_on is not None and self.fail_on in texts:
+            raise EmbeddingUnavailable("the model fell over")
+        return np.array([[len(t), ord(t[0])] for t in texts], dtype=np.float32)
+
+
+async def test_requests_waiting_behind_a_batch_share_the_next_call() -> None:
+    model = CountingEmbedder()
+    queue = EmbedQueue(model, max_batch=64)
+    model.release.clear()
+    first = asyncio.create_task(queue.embed(["hold"]))
+    await asyncio.sleep(0.05)  # the first batch is running, held
+    others = [asyncio.create_task(queue.embed([f"text {n}", "x" * n])) for n in range(1, 11)]
+    await asyncio.sleep(0.05)
+    model.release.set()
+    assert (await first).tolist() == [[4.0, ord("h")]]
+    for n, task in enumerate(others, start=1):
+        rows = (await task).tolist()
+        assert rows == [[len(f"text {n}"), ord("t")], [n, ord("x")]]
+    # One call for the held request, one for the ten that queued behind it.
+    assert len(model.calls) == 2
+    assert len(model.calls[1]) == 20
+    await queue.aclose()
+
+
+async def test_a_batch_never_exceeds_max_batch_but_a_big_request_goes_whole() -> None:
+    model = CountingEmbedder()
+    queue = EmbedQueue(model, max_batch=4)
+    model.release.clear()
+    held = asyncio.create_task(queue.embed(["a"]))
+    await asyncio.sleep(0.05)
+    small = [asyncio.create_task(queue.embed(["b", "c"])) for _ in range(3)]
+    big = asyncio.create_task(queue.embed(["d"] * 9))
+    await asyncio.sleep(0.05)
+    model.release.set()
+    await asyncio.gather(held, *small, big)
+    assert [len(call) for call in model.calls] == [1, 4, 2, 9]
+    await queue.aclose()
+
+
+async def test_a_failed_batch_fails_its_callers_and_the_queue_goes_on() -> None:
+    model = CountingEmbedder()
+    model.fail_on = "boom"
+    queue = EmbedQueue(model)
+    with pytest.raises(EmbeddingUnavailable):
+        await queue.embed(["boom"])
+    assert (await queue.embed(["fine"])).shape == (1, 2)
+    await queue.aclose()
+    assert await queue.embed([]) is not None  # empty requests never reach the model
+    assert len(model.calls) == 2
