@@ -114,7 +114,7 @@ async def fetch(
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = (
             await session.scalars(
                 select(MemoryItem).where(
@@ -129,7 +129,7 @@ async def fetch(
 
 
 async def get_items(store: Store, ids: Iterable[int]) -> list[MemoryItem]:
-    async with store.session() as session:
+    async with store.reader() as session:
         return list(
             (await session.scalars(select(MemoryItem).where(MemoryItem.id.in_(list(ids))))).all()
         )
@@ -176,7 +176,7 @@ async def fts_match(
     if not expression or not store.is_sqlite:
         return []
     params = {"query": expression, "person": person_id, "limit": limit}
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = (await session.execute(_FTS, params)).all()
     return [(int(r[0]), float(r[1])) for r in rows]
 
@@ -236,7 +236,7 @@ async def window_ids(
     days: tuple[date, date],
     limit: int,
 ) -> list[int]:
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = await session.scalars(_window_query(person_id, start, end, days, limit))
         return list(rows.all())
 
@@ -260,7 +260,7 @@ def _links_statement(ids: Sequence[int]) -> tuple[TextClause, dict[str, int]]:
 
 async def indexable_ids(store: Store, person_id: int) -> list[int]:
     """Items that belong in the person's ANN index: active status, not archived, embedded."""
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = await session.scalars(
             select(MemoryItem.id).where(
                 MemoryItem.person_id == person_id,
@@ -275,7 +275,7 @@ async def indexable_ids(store: Store, person_id: int) -> list[int]:
 async def vectors(store: Store, ids: Sequence[int], chunk: int = 5000) -> NDArray[np.float32]:
     """Stored vectors of ``ids``, rows in the same order."""
     found: dict[int, bytes] = {}
-    async with store.session() as session:
+    async with store.reader() as session:
         for start in range(0, len(ids), chunk):
             part = list(ids[start : start + chunk])
             rows = await session.execute(
@@ -289,7 +289,7 @@ async def unembedded(
     store: Store, person_id: int, limit: int
 ) -> list[tuple[int, str, str, ItemType]]:
     """Items stored while no embedder was loaded: (id, content, speaker, type)."""
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = await session.execute(
             select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker, MemoryItem.type)
             .where(
@@ -377,7 +377,7 @@ class DecayRow:
 
 
 async def decay_rows(store: Store, after_id: int, limit: int) -> list[DecayRow]:
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = await session.execute(
             select(
                 MemoryItem.id,
@@ -403,7 +403,7 @@ async def save_trace(store: Store, trace: MemoryTrace) -> int:
 
 
 async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
-    async with store.session() as session:
+    async with store.reader() as session:
         return await session.scalar(
             select(MemoryTrace)
             .where(MemoryTrace.turn_id == turn_id)
@@ -415,7 +415,7 @@ async def similar_active(
     store: Store, person_id: int, item_type: ItemType, exclude: int
 ) -> list[tuple[int, str, NDArray[np.float32] | None]]:
     """Active items of one type (not episodes), for supersession checks."""
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = await session.execute(
             select(MemoryItem.id, MemoryItem.content, MemoryItem.embedding).where(
                 MemoryItem.person_id == person_id,
@@ -428,7 +428,7 @@ async def similar_active(
 
 
 async def people_with_items(store: Store) -> list[int]:
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = await session.scalars(select(MemoryItem.person_id).distinct())
         return list(rows.all())
 
@@ -437,7 +437,7 @@ async def existing_refs(store: Store, person_id: int, refs: Sequence[str]) -> se
     """Which of these source refs already have an item (a retried turn is not stored twice)."""
     if not refs:
         return set()
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = await session.scalars(
             select(MemoryItem.source_ref).where(
                 MemoryItem.person_id == person_id, MemoryItem.source_ref.in_(list(refs))
@@ -447,7 +447,7 @@ async def existing_refs(store: Store, person_id: int, refs: Sequence[str]) -> se
 
 
 async def person_name(store: Store, person_id: int) -> str:
-    async with store.session() as session:
+    async with store.reader() as session:
         person = await session.get(Person, person_id)
         return person.display_name if person is not None else ""
 
@@ -457,7 +457,7 @@ async def forgotten_messages(store: Store, person_id: int, message_ids: Sequence
     refs = [f"m{i}" for i in message_ids]
     if not refs:
         return False
-    async with store.session() as session:
+    async with store.reader() as session:
         found = await session.scalar(
             select(MemoryItem.id)
             .where(
@@ -494,7 +494,7 @@ class Sources:
 
 async def pack_sources(store: Store, query: SourceQuery) -> Sources:
     """Full text, pinned, active topic and time window candidates in one transaction."""
-    async with store.session() as session:
+    async with store.reader() as session:
         lexical: list[tuple[int, float]] = []
         expression = fts_query(query.message)
         if expression and store.is_sqlite:
@@ -526,7 +526,7 @@ async def fetch_with_neighbours(
     dict[int, tuple[int | None, int | None]],
 ]:
     """The items and, for the episode ``hits``, their neighbours (fetched too) and links."""
-    async with store.session() as session:
+    async with store.reader() as session:
         links: dict[int, tuple[int | None, int | None]] = {}
         if hits:
             statement, params = _links_statement(hits)
