@@ -643,7 +643,7 @@ class SyncScorer:
 
 
 async def drift_state(store: Store, conversation_id: int) -> DriftState:
-    async with store.session() as session:
+    async with store.reader() as session:
         row = await session.scalar(
             select(SyncScoreRow)
             .where(SyncScoreRow.conversation_id == conversation_id)
@@ -663,7 +663,7 @@ async def drift_state(store: Store, conversation_id: int) -> DriftState:
 
 
 async def verdicts(store: Store, conversation_id: int) -> list[Verdict]:
-    async with store.session() as session:
+    async with store.reader() as session:
         rows = (
             await session.scalars(
                 select(SyncScoreRow)

@@ -131,13 +131,13 @@ class ObservationLog:
         self.sink = sink
 
     async def cursor(self, conversation_id: int) -> int:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             row = await session.get(ObserveCursor, conversation_id)
         return row.observed_through_message_id if row is not None else 0
 
     async def unobserved(self, conversation_id: int) -> list[Message]:
         through = await self.cursor(conversation_id)
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             rows = (
                 await session.scalars(
                     select(Message)
@@ -205,7 +205,7 @@ class ObservationLog:
         return ids
 
     async def active(self, person_id: int) -> list[StoredObservation]:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             rows = (
                 await session.scalars(
                     select(ObservationRow)
@@ -219,7 +219,7 @@ class ObservationLog:
         return [_stored(row) for row in rows]
 
     async def all(self, person_id: int) -> list[StoredObservation]:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             rows = (
                 await session.scalars(
                     select(ObservationRow)
@@ -285,7 +285,7 @@ class ObservationLog:
 
     async def last_reflection_tokens(self, person_id: int) -> int | None:
         """What the person's last reflection left standing, in tokens (None: never reflected)."""
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             tokens = await session.scalar(
                 select(ObserveRun.output_tokens)
                 .where(ObserveRun.person_id == person_id, ObserveRun.kind == "reflector")
@@ -295,7 +295,7 @@ class ObservationLog:
         return None if tokens is None else int(tokens)
 
     async def runs(self, person_id: int) -> list[ObserveRun]:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             rows = (
                 await session.scalars(
                     select(ObserveRun)

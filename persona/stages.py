@@ -257,7 +257,7 @@ class AnchorStage:
             await self._record(turn, kind, drift.tier, drift.ewma, detail)
 
     async def _turn_number(self, turn: TurnContext) -> int:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             count = await session.scalar(
                 select(func.count())
                 .select_from(Turn)
@@ -266,7 +266,7 @@ class AnchorStage:
         return int(count or 0)
 
     async def _standing_rebase(self, conversation_id: int) -> dict[str, Any] | None:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             row = await session.scalar(
                 select(PersonaAction)
                 .where(

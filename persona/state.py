@@ -328,7 +328,7 @@ class PersonaBook:
     async def current(self) -> VersionInfo:
         """The newest version; the seed becomes version 1 on first use."""
         for _attempt in range(2):
-            async with self.store.session() as session:
+            async with self.store.reader() as session:
                 row = await session.scalar(
                     select(PersonaVersion).order_by(PersonaVersion.version.desc()).limit(1)
                 )
@@ -353,14 +353,14 @@ class PersonaBook:
         raise StoreError("persona version 1 could not be written or read")
 
     async def versions(self) -> list[VersionInfo]:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             rows = (
                 await session.scalars(select(PersonaVersion).order_by(PersonaVersion.version))
             ).all()
         return [_version_info(row) for row in rows]
 
     async def get(self, version: int) -> VersionInfo:
-        async with self.store.session() as session:
+        async with self.store.reader() as session:
             row = await session.scalar(
                 select(PersonaVersion).where(PersonaVersion.version == version)
             )
