@@ -34,8 +34,10 @@ from memory.observe import (
     Priority,
     Reflection,
     Reflector,
-    RuleObserver,
     SourceMessage,
+)
+from memory.observe_rules import (
+    RuleObserver,
 )
 from persona.models import (
     ObservationRow,

@@ -45,14 +45,18 @@ from gateway.store.models import Turn, utcnow
 from gateway.supervisor import TaskSupervisor
 from gateway.tokens import estimate_tokens
 from memory.observe import (
-    LLMObserver,
-    LLMReflector,
     ObservationSink,
     Observer,
     Reflector,
+    instruction_lines,
+)
+from memory.observe_llm import (
+    LLMObserver,
+    LLMReflector,
+)
+from memory.observe_rules import (
     RuleObserver,
     RuleReflector,
-    instruction_lines,
 )
 from persona.anchor import (
     REINFORCE_PREFIX,

@@ -18,16 +18,20 @@ from gateway.store.repo import finish_turn, resolve_address, store_inbound
 from memory.observe import (
     Category,
     KnownObservation,
-    LLMObserver,
-    LLMReflector,
     Observation,
     Priority,
-    RuleObserver,
-    RuleReflector,
     SourceMessage,
     batches,
     clean_for_observer,
     instruction_lines,
+)
+from memory.observe_llm import (
+    LLMObserver,
+    LLMReflector,
+)
+from memory.observe_rules import (
+    RuleObserver,
+    RuleReflector,
 )
 from persona.anchor import wrap_note
 from persona.dates import resolve_date

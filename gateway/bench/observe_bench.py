@@ -63,16 +63,20 @@ from memory.embed import Embedder, SentenceEmbedder
 from memory.observe import (
     Category,
     KnownObservation,
-    LLMObserver,
-    LLMReflector,
     Observation,
     Observer,
     Priority,
     Reflector,
-    RuleObserver,
-    RuleReflector,
     SourceMessage,
     instruction_lines,
+)
+from memory.observe_llm import (
+    LLMObserver,
+    LLMReflector,
+)
+from memory.observe_rules import (
+    RuleObserver,
+    RuleReflector,
     rule_observations,
     slot_of,
 )
