@@ -68,14 +68,14 @@ from persona.anchor import (
 from persona.judge import (
     Judge,
     JudgeInput,
-    LLMJudge,
-    LocalJudge,
     SyncPolicy,
     SyncScorer,
     TextEmbedder,
     Tier,
     drift_state,
 )
+from persona.judge_llm import LLMJudge
+from persona.judge_local import LocalJudge
 from persona.models import ActionKind, PersonaAction
 from persona.observations import ObservationLog, ObservePass
 from persona.state import MergePolicy, PersonaBook, initial_state, load_exemplars

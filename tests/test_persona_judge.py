@@ -21,16 +21,18 @@ from gateway.store.repo import resolve_address, store_inbound
 from persona.judge import (
     JudgeInput,
     Judgement,
-    LLMJudge,
-    LocalJudge,
     Scores,
     SyncPolicy,
     SyncScorer,
     Tier,
     Trend,
     drift_state,
+)
+from persona.judge_llm import (
+    LLMJudge,
     parse_judge_answer,
 )
+from persona.judge_local import LocalJudge
 from persona.models import VerdictStatus
 from persona.state import HardRule, MergePolicy, PersonaState, initial_state, load_exemplars
 

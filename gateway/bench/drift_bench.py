@@ -53,7 +53,13 @@ from gateway.store import Store
 from gateway.store.models import Turn
 from gateway.supervisor import TaskSupervisor
 from persona.anchor import NOTE_OPEN, REBASE_PREFIX, REINFORCE_PREFIX
-from persona.judge import Judge, JudgeInput, LLMJudge, SyncPolicy, score_locally
+from persona.judge import (
+    Judge,
+    JudgeInput,
+    SyncPolicy,
+)
+from persona.judge_llm import LLMJudge
+from persona.judge_local import score_locally
 from persona.models import PersonaAction, SyncScoreRow
 from persona.stages import PersonaLoop, build_persona_loop
 from persona.state import HardRule, MergePolicy, PersonaState, initial_state, load_exemplars
@@ -308,7 +314,7 @@ Closer = Callable[[], Awaitable[None]]
 
 
 async def local_judge(config: Config) -> tuple[Judge, Closer]:
-    from persona.judge import LocalJudge
+    from persona.judge_local import LocalJudge
     from persona.stages import local_embedder
     from persona.state import load_exemplars
 
