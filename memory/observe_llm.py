@@ -5,13 +5,12 @@ rule-based observer (and the run says so). A high-priority observation the
 reflector loses without a contradiction stays.
 """
 
-import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
+from gateway.brains.answers import json_object
 from gateway.brains.base import BlockKind, Brain, BrainRequest, ChatMessage, Purpose, SystemBlock
 from memory.observe import (
     _RANK,
@@ -61,17 +60,6 @@ Answer with one JSON object and nothing else:
   "referred_date": null, "relative_phrase": "", "sources": [3, 9], "supersedes": [2]}]}"""
 
 RETRY_PROMPT = "That was not the JSON object asked for. Answer again with only the JSON object."
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    match = re.search(r"\{.*\}", text, re.DOTALL)
-    if match is None:
-        return None
-    try:
-        data = json.loads(match.group(0))
-    except json.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _parse_date(value: Any) -> date | None:
@@ -140,7 +128,7 @@ async def _ask_json(brain: Brain, system: str, body: str, max_tokens: int) -> _A
         asked.input_tokens += completion.usage.input_tokens
         asked.output_tokens += completion.usage.output_tokens
         asked.model = completion.model
-        data = _json_object(completion.text)
+        data = json_object(completion.text)
         parsed = _parse_items(data) if data is not None else None
         if parsed is not None:
             asked.answer = parsed

@@ -7,11 +7,10 @@ line.
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from typing import Any
 
+from gateway.brains.answers import json_object
 from gateway.brains.base import BlockKind, Brain, BrainRequest, ChatMessage, Purpose, SystemBlock
 from gateway.errors import BrainError
 from persona.judge import (
@@ -45,14 +44,8 @@ RETRY_PROMPT = (
 
 def parse_judge_answer(text: str) -> tuple[Scores, str] | None:
     """The scores from an answer, or None when it is not the JSON asked for."""
-    match = re.search(r"\{.*\}", text, re.DOTALL)
-    if match is None:
-        return None
-    try:
-        data = json.loads(match.group(0))
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(data, dict):
+    data = json_object(text)
+    if data is None:
         return None
     values: dict[str, float] = {}
     for name in DIMENSIONS:
