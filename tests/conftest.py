@@ -129,10 +129,16 @@ async def running(config: Config, brain: ScriptedBrain) -> AsyncIterator[Running
 
 
 @pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
+def browser_args() -> list[str]:
+    """Extra Chromium flags; a test module overrides this (a fake microphone, say)."""
+    return []
+
+
+@pytest.fixture
+async def browser(browser_args: list[str]) -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, *browser_args]
         )
         try:
             yield browser

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, Response, async_playwright, expect
+from playwright.async_api import Page, Response, expect
 
 from gateway.brains.base import BlockKind
 from gateway.brains.scripted import ScriptedBrain
 from gateway.testing.fake_telegram import FakeTelegram
 from tests.conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     espeak_wav,
     requires_chromium,
     screenshot,
@@ -40,35 +37,15 @@ def _timedelta_periods(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-async def mic_browser(tmp_path: Path) -> AsyncIterator[Browser]:
-    """Chromium whose microphone plays the spoken sentence once, then silence."""
+def browser_args(tmp_path: Path) -> list[str]:
+    """A microphone that plays the spoken sentence once, then silence."""
     wav = espeak_wav(SPOKEN, tmp_path)
-    args = [
-        *CHROMIUM_ARGS,
+    return [
         "--use-fake-ui-for-media-stream",
         "--use-fake-device-for-media-stream",
         f"--use-file-for-fake-audio-capture={wav}%noloop",
         "--autoplay-policy=no-user-gesture-required",
     ]
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=args)
-        try:
-            yield browser
-        finally:
-            await browser.close()
-
-
-@pytest.fixture
-async def mic_page(mic_browser: Browser) -> AsyncIterator[Page]:
-    context = await mic_browser.new_context(viewport={"width": 420, "height": 760})
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        yield page
-        assert errors == []
-    finally:
-        await context.close()
 
 
 async def hold_to_talk(page: Page, seconds: float) -> None:
@@ -85,9 +62,8 @@ async def hold_to_talk(page: Page, seconds: float) -> None:
 
 
 async def test_spoken_in_the_browser_then_recalled_on_telegram(
-    tmp_path: Path, brain: ScriptedBrain, mic_page: Page
+    tmp_path: Path, brain: ScriptedBrain, page: Page
 ) -> None:
-    page = mic_page
     brain.script = ["Noted: green it is. Anything else?"]
     audio: list[tuple[str, int]] = []
 
@@ -152,9 +128,8 @@ async def test_spoken_in_the_browser_then_recalled_on_telegram(
 
 
 async def test_a_tap_is_not_sent_and_the_link_dialog_closes(
-    tmp_path: Path, brain: ScriptedBrain, mic_page: Page
+    tmp_path: Path, brain: ScriptedBrain, page: Page
 ) -> None:
-    page = mic_page
     posted: list[str] = []
     page.on("request", lambda r: posted.append(r.url) if "/api/voice" in r.url else None)
     async with (
@@ -176,9 +151,9 @@ async def test_a_tap_is_not_sent_and_the_link_dialog_closes(
 
 
 async def test_without_voice_there_is_no_talk_button(
-    tmp_path: Path, brain: ScriptedBrain, mic_page: Page
+    tmp_path: Path, brain: ScriptedBrain, page: Page
 ) -> None:
     async with FakeTelegram() as fake, gateway(tg_config(tmp_path, fake), brain) as running:
-        await mic_page.goto(running.url("/"))
-        await expect(mic_page.locator("#conn")).to_have_attribute("data-state", "open")
-        await expect(mic_page.locator("#talk")).to_be_hidden()
+        await page.goto(running.url("/"))
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "open")
+        await expect(page.locator("#talk")).to_be_hidden()
