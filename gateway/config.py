@@ -319,8 +319,14 @@ class MemoryConfig:
     # message names; x (1 + time_boost) inside the message's time window.
     lexical_weight: float = 0.5
     neighbour_weight: float = 0.3
-    speaker_boost: float = 0.3
+    speaker_boost: float = 1.0
     time_boost: float = 0.5
+    # The names of the people in the conversation say who, not what: they are left
+    # out of the text that is searched and embedded (the speaker boost keeps the who).
+    strip_speaker_names: bool = True
+    # Each stored message's priority is its salience (memory/salience.py): first-person
+    # statements with substance, dates and names over greetings and questions back.
+    episode_salience: bool = True
     # Accesses at which the frequency signal reaches 0.5.
     frequency_half_count: float = 3.0
     # Persona and relational items packed first when any exist.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -126,6 +126,27 @@ def _named_speakers(query: str, candidates: Sequence[Candidate]) -> set[str]:
     words = {w.lower() for w in re.findall(r"[A-Za-z][\w'-]*", query)}
     speakers = {c.item.speaker for c in candidates if c.item.speaker}
     return {s for s in speakers if s.split()[0].lower() in words}
+
+
+def search_text(message: str, names: Iterable[str]) -> str:
+    """The message without the names of the people in the conversation.
+
+    Names say who, not what: left in, "What did Gina offer Jon about social
+    media?" finds every "Hey Jon!" and "Go get 'em, Jon!" before the turn about
+    Instagram. The who is kept by the speaker boost, which reads the message
+    itself. A message that is nothing but names is searched as it is.
+    """
+    words = sorted({n.strip() for n in names if len(n.strip()) > 1}, key=len, reverse=True)
+    if not words:
+        return message
+    pattern = re.compile(
+        r"\b(?:" + "|".join(re.escape(w) for w in words) + r")(?:['\u2019]s)?\b", re.IGNORECASE
+    )
+    left = " ".join(pattern.sub(" ", message).split())
+    # The commas and spaces a name leaves behind ("Ada, where ...", "to , then").
+    left = re.sub(r"\s+([,.;:!?])", r"\1", left).lstrip(",;: ")
+    left = re.sub(r",(?=[,.;:!?])", "", left)
+    return left if re.search(r"\w", left) else message
 
 
 def _in_window(item: MemoryView, window: TimeWindow) -> bool:

@@ -427,6 +427,15 @@ async def similar_active(
         return [(int(r[0]), r[1], None if r[2] is None else from_blob(r[2])) for r in rows]
 
 
+async def speaker_names(store: Store, person_id: int) -> list[str]:
+    """The first names of everyone who speaks in the person's items."""
+    async with store.reader() as session:
+        rows = await session.scalars(
+            select(MemoryItem.speaker).where(MemoryItem.person_id == person_id).distinct()
+        )
+        return sorted({name.split()[0] for name in rows.all() if name.strip()})
+
+
 async def people_with_items(store: Store) -> list[int]:
     async with store.reader() as session:
         rows = await session.scalars(select(MemoryItem.person_id).distinct())

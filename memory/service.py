@@ -29,8 +29,9 @@ from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
 from memory.models import MemoryTrace
-from memory.pack import Candidate, MemoryView, PackResult, PackSettings, select
+from memory.pack import Candidate, MemoryView, PackResult, PackSettings, search_text, select
 from memory.repo import NewItem, Reinforcement
+from memory.salience import salience
 from memory.score import ScoreWeights
 from memory.timeparse import TimeWindow, find_anchor, resolve_window
 from memory.types import ItemStatus, ItemType, Tier
@@ -175,6 +176,8 @@ class MemoryService:
         self.decay = decay_policy(config)
         self._indexes: dict[int, PersonIndex] = {}
         self._opening: dict[int, asyncio.Lock] = {}
+        # Who speaks in each person's conversations (first names), for search_text.
+        self._speakers: dict[int, set[str]] = {}
         # Concurrent turns' small embedding requests share one model call.
         self._embeds = EmbedQueue(embedder) if embedder is not None else None
 
@@ -310,9 +313,20 @@ class MemoryService:
                     refers_start=window.start if window else None,
                     refers_end=window.end if window else None,
                     status=e.status,
+                    priority=salience(e.text) if self.config.episode_salience else 0.0,
                 )
             )
+            if e.speaker and e.person_id in self._speakers:
+                self._speakers[e.person_id].add(e.speaker.split()[0])
         return await self.add_items(items)
+
+    async def speakers(self, person_id: int) -> set[str]:
+        """The first names of who speaks in the person's conversations (loaded once)."""
+        found = self._speakers.get(person_id)
+        if found is None:
+            found = set(await repo.speaker_names(self.store, person_id))
+            self._speakers[person_id] = found
+        return found
 
     async def backfill(self, batch: int = 256) -> int:
         """Embed items stored while no embedder was loaded (once, at start)."""
@@ -453,16 +467,19 @@ class MemoryService:
         timings: dict[str, float] = {}
         n = self.config.candidates
         window = resolve_window(request.text, request.at)
+        searched = request.text
+        if self.config.strip_speaker_names:
+            searched = search_text(request.text, await self.speakers(request.person_id))
 
         async def embed_query() -> NDArray[np.float32] | None:
-            vectors = await self._embed([request.text])
+            vectors = await self._embed([searched])
             timings["embed_ms"] = (time.perf_counter() - started) * 1000
             return None if vectors is None else vectors[0]
 
         # The query embedding (a worker thread) overlaps the store's searches.
         query, found_sources, index = await asyncio.gather(
             embed_query(),
-            repo.pack_sources(self.store, self._source_query(request, window)),
+            repo.pack_sources(self.store, self._source_query(request, searched, window)),
             self.index(request.person_id),
         )
         if window is None:
@@ -533,6 +550,7 @@ class MemoryService:
                     filtered=list(result.filtered),
                     notes={
                         "dense": self.dense,
+                        "searched": searched,
                         "notes": list(request.notes),
                         "timings_ms": {k: round(v, 2) for k, v in timings.items()},
                     },
@@ -541,14 +559,16 @@ class MemoryService:
             timings["trace_ms"] = (time.perf_counter() - started) * 1000
         return Pack(result.text, result.tokens, result.kept, result, window, timings, trace_id)
 
-    def _source_query(self, request: PackRequest, window: TimeWindow | None) -> repo.SourceQuery:
+    def _source_query(
+        self, request: PackRequest, searched: str, window: TimeWindow | None
+    ) -> repo.SourceQuery:
         bounds = None
         if window is not None:
             start, end = _day_bounds(window)
             bounds = (start, end, window.start, window.end)
         return repo.SourceQuery(
             person_id=request.person_id,
-            message=request.text,
+            message=searched,
             limit=self.config.candidates,
             pinned_max=self.config.pinned_max,
             topic_since=request.at - timedelta(seconds=self.config.topic_window_s),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,56 @@ async def test_time_aware_recall_prefers_the_named_period(
     )
     (run,) = await repo.get_items(store, said)
     assert run.refers_start == datetime(2024, 6, 4).date()
+
+
+async def test_names_do_not_pull_in_glue_and_salience_is_stored(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    chat = [
+        ("Ada", "Hi Sam! Great to see you again, Sam."),
+        ("Sam", "Thanks Ada, you too!"),
+        ("Sam", "I booked a ferry to the Greek islands for my holiday in July."),
+        ("Ada", "Go for it, Sam! Ada is cheering for you."),
+        ("Sam", "Ada, you are the best."),
+    ]
+    ids = await service.ingest(
+        [
+            Episode(
+                address.person_id,
+                text,
+                T0 + timedelta(minutes=n),
+                "user",
+                who,
+                address.conversation_id,
+            )
+            for n, (who, text) in enumerate(chat)
+        ]
+    )
+    stored = {item.id: item.priority for item in await repo.get_items(store, ids)}
+    ferry = ids[2]
+    assert stored[ferry] == max(stored.values())
+    assert stored[ferry] > 0.5 > stored[ids[1]]
+
+    message = "Ada, where is Sam going on holiday?"
+    pack = await service.build_pack(PackRequest(address.person_id, message, T0 + timedelta(days=1)))
+    assert pack.kept[0] == ferry
+    async with store.reader() as session:
+        trace = await session.get(MemoryTrace, pack.trace_id)
+    assert trace is not None
+    assert trace.notes["searched"] == "where is going on holiday?"
+
+    # Switched off, the message is searched as it is.
+    plain = service_for(
+        store,
+        memory_config.replace(memory=replace(memory_config.memory, strip_speaker_names=False)),
+        embedder,
+    )
+    pack = await plain.build_pack(PackRequest(address.person_id, message, T0 + timedelta(days=1)))
+    async with store.reader() as session:
+        trace = await session.get(MemoryTrace, pack.trace_id)
+    assert trace is not None
+    assert trace.notes["searched"] == message
 
 
 # -- remember / forget through a real webchat turn -------------------------------------
