@@ -50,6 +50,9 @@ class MemoryItem(Base):
         Index("ix_memory_items_person_type", "person_id", "type"),
         Index("ix_memory_items_conversation", "conversation_id", "id"),
         Index("ix_memory_items_person_ref", "person_id", "source_ref"),
+        # The pack's active topic (recently used items) and pinned items (migration 0006).
+        Index("ix_memory_items_person_touched", "person_id", "status", "last_accessed_at"),
+        Index("ix_memory_items_person_pinned", "person_id", "pinned"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Select, TextClause, func, select, text, update
+from sqlalchemy import Row, Select, TextClause, func, insert, select, text, union_all, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.store import Store
 from gateway.store.models import Person, utcnow
@@ -107,25 +108,68 @@ def view_of(row: MemoryItem) -> MemoryView:
     )
 
 
+# What the pack reads of an item, as plain columns: loading whole ORM objects (with
+# identity map and attribute instrumentation) for a hundred candidates costs more
+# than the query.
+_VIEW_COLUMNS: tuple[Any, ...] = (
+    MemoryItem.id,
+    MemoryItem.type,
+    MemoryItem.content,
+    MemoryItem.speaker,
+    MemoryItem.role,
+    MemoryItem.occurred_at,
+    MemoryItem.priority,
+    MemoryItem.access_count,
+    MemoryItem.strength,
+    MemoryItem.last_accessed_at,
+    MemoryItem.tier,
+    MemoryItem.conversation_id,
+    MemoryItem.source_message_ids,
+    MemoryItem.source_ref,
+    MemoryItem.refers_start,
+    MemoryItem.refers_end,
+    MemoryItem.embedding,
+)
+
+
+def _recallable(ids: Iterable[int]) -> Select[Any]:
+    return select(*_VIEW_COLUMNS).where(
+        MemoryItem.id.in_(sorted(set(ids))), MemoryItem.status == ItemStatus.ACTIVE
+    )
+
+
+def _view_and_vector(row: Row[Any]) -> tuple[MemoryView, NDArray[np.float32] | None]:
+    view = MemoryView(
+        id=row.id,
+        type=row.type,
+        content=row.content,
+        speaker=row.speaker,
+        role=row.role,
+        occurred_at=row.occurred_at,
+        priority=row.priority,
+        access_count=row.access_count,
+        strength=row.strength,
+        last_accessed_at=row.last_accessed_at,
+        tier=row.tier,
+        conversation_id=row.conversation_id,
+        source_message_ids=tuple(row.source_message_ids or ()),
+        source_ref=row.source_ref,
+        refers_start=row.refers_start,
+        refers_end=row.refers_end,
+    )
+    return view, None if row.embedding is None else from_blob(row.embedding)
+
+
 async def fetch(
     store: Store, ids: Iterable[int]
 ) -> dict[int, tuple[MemoryView, NDArray[np.float32] | None]]:
     """Recallable items (active status) by id, with their stored vectors."""
-    wanted = sorted(set(ids))
+    wanted = set(ids)
     if not wanted:
         return {}
     async with store.reader() as session:
-        rows = (
-            await session.scalars(
-                select(MemoryItem).where(
-                    MemoryItem.id.in_(wanted), MemoryItem.status == ItemStatus.ACTIVE
-                )
-            )
-        ).all()
-    return {
-        row.id: (view_of(row), None if row.embedding is None else from_blob(row.embedding))
-        for row in rows
-    }
+        rows = (await session.execute(_recallable(wanted))).all()
+    return {row.id: _view_and_vector(row) for row in rows}
 
 
 async def get_items(store: Store, ids: Iterable[int]) -> list[MemoryItem]:
@@ -158,8 +202,54 @@ _FTS = text(
     "SELECT memory_fts.rowid, -bm25(memory_fts, 1.0, 0.5) AS score "
     "FROM memory_fts JOIN memory_items m ON m.id = memory_fts.rowid "
     "WHERE memory_fts MATCH :query AND m.person_id = :person AND m.status = 'active' "
-    "ORDER BY bm25(memory_fts, 1.0, 0.5) LIMIT :limit"
+    "ORDER BY bm25(memory_fts, 1.0, 0.5), memory_fts.rowid LIMIT :limit"
 )
+# The same ranking over every person's items, without the join: joining each match
+# to memory_items costs a row lookup per match (two thirds of the query at 100k
+# items). The person and status of the best hits are checked afterwards.
+_FTS_FIRST = text(
+    "SELECT rowid, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts "
+    "WHERE memory_fts MATCH :query ORDER BY bm25(memory_fts, 1.0, 0.5), rowid LIMIT :limit"
+)
+# How many best hits of all people ``_FTS_FIRST`` reads per hit wanted.
+FTS_OVERFETCH = 4
+
+
+async def _ranked_hits(
+    session: AsyncSession, person_id: int, expression: str, limit: int, first: bool
+) -> tuple[list[tuple[int, float]], bool]:
+    """The person's best full-text hits (exactly those of ``_FTS``) and whether the
+    unjoined search sufficed; ``first=False`` goes straight to the joined one.
+
+    Unjoined, the best ``limit * FTS_OVERFETCH`` hits of everyone are read; when
+    ``limit`` of them are the person's active items, or there were no more hits,
+    they are the answer ``_FTS`` gives. Otherwise (the person holds a small share
+    of the store) the joined query runs.
+    """
+    if limit <= 0:
+        return [], first
+    if first:
+        over = limit * FTS_OVERFETCH
+        rows = (await session.execute(_FTS_FIRST, {"query": expression, "limit": over})).all()
+        mine: set[int] = set()
+        if rows:
+            mine = set(
+                (
+                    await session.scalars(
+                        select(MemoryItem.id).where(
+                            MemoryItem.id.in_([int(r[0]) for r in rows]),
+                            MemoryItem.person_id == person_id,
+                            MemoryItem.status == ItemStatus.ACTIVE,
+                        )
+                    )
+                ).all()
+            )
+        hits = [(int(r[0]), float(r[1])) for r in rows if int(r[0]) in mine]
+        if len(hits) >= limit or len(rows) < over:
+            return hits[:limit], True
+    params = {"query": expression, "person": person_id, "limit": limit}
+    rows = (await session.execute(_FTS, params)).all()
+    return [(int(r[0]), float(r[1])) for r in rows], False
 
 
 async def fts_search(
@@ -175,20 +265,23 @@ async def fts_match(
     """Like ``fts_search`` for a ready FTS5 expression (quoted terms with AND / OR)."""
     if not expression or not store.is_sqlite:
         return []
-    params = {"query": expression, "person": person_id, "limit": limit}
     async with store.reader() as session:
-        rows = (await session.execute(_FTS, params)).all()
-    return [(int(r[0]), float(r[1])) for r in rows]
+        hits, _ = await _ranked_hits(session, person_id, expression, limit, True)
+    return hits
 
 
 def _pinned_query(person_id: int, limit: int) -> Select[Any]:
+    # The two halves of the OR as a union, each on its own index (person and type,
+    # person and pinned): SQLite would otherwise read every item of the person.
+    offered = union_all(
+        select(MemoryItem.id).where(
+            MemoryItem.person_id == person_id, MemoryItem.type.in_(PINNED_TYPES)
+        ),
+        select(MemoryItem.id).where(MemoryItem.person_id == person_id, MemoryItem.pinned.is_(True)),
+    )
     return (
         select(MemoryItem.id)
-        .where(
-            MemoryItem.person_id == person_id,
-            MemoryItem.type.in_(PINNED_TYPES) | MemoryItem.pinned.is_(True),
-            MemoryItem.status == ItemStatus.ACTIVE,
-        )
+        .where(MemoryItem.id.in_(offered), MemoryItem.status == ItemStatus.ACTIVE)
         .order_by(MemoryItem.pinned.desc(), MemoryItem.priority.desc(), MemoryItem.id.desc())
         .limit(max(0, limit))
     )
@@ -396,10 +489,19 @@ async def decay_rows(store: Store, after_id: int, limit: int) -> list[DecayRow]:
 
 
 async def save_trace(store: Store, trace: MemoryTrace) -> int:
-    async with store.session() as session:
-        session.add(trace)
-        await session.flush()
-        return trace.id
+    """Store a trace (not yet added to a session); its id.
+
+    One Core insert in the store's writer thread: the JSON of a hundred candidates
+    is serialised there, not on the event loop.
+    """
+    values = {
+        column.key: getattr(trace, column.key)
+        for column in MemoryTrace.__table__.columns
+        # Unset attributes are None: leave them to the columns' defaults.
+        if column.key != "id" and getattr(trace, column.key) is not None
+    }
+    statement = insert(MemoryTrace).values(values).returning(MemoryTrace.id)
+    return await store.write(lambda connection: int(connection.execute(statement).scalar_one()))
 
 
 async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
@@ -482,6 +584,8 @@ class SourceQuery:
     topic_max: int
     window: tuple[datetime, datetime, date, date] | None
     window_max: int
+    # Try the unjoined full-text search first (false once it fell short for this person).
+    lexical_first: bool = True
 
 
 @dataclass(frozen=True)
@@ -490,18 +594,20 @@ class Sources:
     pinned: list[int]
     topic: list[int]
     window: list[int]
+    # Whether the unjoined full-text search sufficed (see ``_ranked_hits``).
+    lexical_first: bool = True
 
 
 async def pack_sources(store: Store, query: SourceQuery) -> Sources:
     """Full text, pinned, active topic and time window candidates in one transaction."""
     async with store.reader() as session:
         lexical: list[tuple[int, float]] = []
+        lexical_first = query.lexical_first
         expression = fts_query(query.message)
         if expression and store.is_sqlite:
-            rows = await session.execute(
-                _FTS, {"query": expression, "person": query.person_id, "limit": query.limit}
+            lexical, lexical_first = await _ranked_hits(
+                session, query.person_id, expression, query.limit, query.lexical_first
             )
-            lexical = [(int(r[0]), float(r[1])) for r in rows]
         pinned = await session.scalars(_pinned_query(query.person_id, query.pinned_max))
         topic = await session.scalars(
             _topic_query(query.person_id, query.topic_since, query.topic_max)
@@ -516,7 +622,7 @@ async def pack_sources(store: Store, query: SourceQuery) -> Sources:
                     )
                 ).all()
             )
-        return Sources(lexical, list(pinned.all()), list(topic.all()), window)
+        return Sources(lexical, list(pinned.all()), list(topic.all()), window, lexical_first)
 
 
 async def fetch_with_neighbours(
@@ -533,13 +639,5 @@ async def fetch_with_neighbours(
             rows = (await session.execute(statement, params)).all()
             links = {int(r[0]): (r[1], r[2]) for r in rows}
         wanted = set(ids) | {n for pair in links.values() for n in pair if n is not None}
-        items = await session.scalars(
-            select(MemoryItem).where(
-                MemoryItem.id.in_(sorted(wanted)), MemoryItem.status == ItemStatus.ACTIVE
-            )
-        )
-        found = {
-            row.id: (view_of(row), None if row.embedding is None else from_blob(row.embedding))
-            for row in items
-        }
-    return found, links
+        rows = (await session.execute(_recallable(wanted))).all() if wanted else []
+    return {row.id: _view_and_vector(row) for row in rows}, links
