@@ -14,7 +14,20 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Row, Select, TextClause, func, insert, select, text, union_all, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Select,
+    Subquery,
+    TextClause,
+    func,
+    insert,
+    select,
+    text,
+    union,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.store import Store
@@ -368,20 +381,34 @@ def _topic_query(person_id: int, since: datetime, limit: int) -> Select[Any]:
 def _window_query(
     person_id: int, start: datetime, end: datetime, days: tuple[date, date], limit: int
 ) -> Select[Any]:
-    """Items said within [start, end) or referring to a day in ``days``, newest first."""
-    said = (MemoryItem.occurred_at >= start) & (MemoryItem.occurred_at < end)
-    refers = (MemoryItem.refers_start <= days[1]) & (
-        func.coalesce(MemoryItem.refers_end, MemoryItem.refers_start) >= days[0]
-    )
-    return (
-        select(MemoryItem.id)
-        .where(
-            MemoryItem.person_id == person_id,
-            MemoryItem.status == ItemStatus.ACTIVE,
-            said | refers,
+    """Items said within [start, end) or referring to a day in ``days``, newest first.
+
+    The newest ``limit`` of each half, then of both: each half on its own index
+    (migration 0006), where the OR of the two read every item of the person (65 ms
+    at 100k items).
+    """
+
+    def newest(*conditions: ColumnElement[bool]) -> Subquery:
+        return (
+            select(MemoryItem.id, MemoryItem.occurred_at)
+            .where(
+                MemoryItem.person_id == person_id,
+                MemoryItem.status == ItemStatus.ACTIVE,
+                *conditions,
+            )
+            .order_by(MemoryItem.occurred_at.desc(), MemoryItem.id.desc())
+            .limit(max(0, limit))
+            .subquery()
         )
-        .order_by(MemoryItem.occurred_at.desc())
-        .limit(max(0, limit))
+
+    said = newest(MemoryItem.occurred_at >= start, MemoryItem.occurred_at < end)
+    refers = newest(
+        MemoryItem.refers_start <= days[1],
+        func.coalesce(MemoryItem.refers_end, MemoryItem.refers_start) >= days[0],
+    )
+    both = union(select(said), select(refers)).subquery()
+    return (
+        select(both.c.id).order_by(both.c.occurred_at.desc(), both.c.id.desc()).limit(max(0, limit))
     )
 
 
