@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Row,
     Select,
     Subquery,
@@ -28,7 +29,6 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.store import Store
 from gateway.store.models import Person, utcnow
@@ -285,8 +285,8 @@ _FTS_FIRST = _unjoined(False)
 _FTS_FIRST_BOTH = _unjoined(True)
 
 
-async def _ranked_hits(
-    session: AsyncSession,
+def _ranked_hits(
+    connection: Connection,
     person_id: int,
     expression: str,
     limit: int,
@@ -315,7 +315,7 @@ async def _ranked_hits(
             "limit": over,
             "person": person_id,
         }
-        rows = (await session.execute(_FTS_FIRST_BOTH if both else _FTS_FIRST, params)).all()
+        rows = connection.execute(_FTS_FIRST_BOTH if both else _FTS_FIRST, params).all()
         hits: list[tuple[int, float]] = []
         seen: set[int] = set()
         for item_id, score, mine in rows:
@@ -325,7 +325,7 @@ async def _ranked_hits(
         if len(hits) >= limit or len(rows) < over:
             return hits[:limit], True
     params = {"query": expression, "person": person_id, "limit": limit}
-    rows = (await session.execute(_FTS, params)).all()
+    rows = connection.execute(_FTS, params).all()
     return [(int(r[0]), float(r[1])) for r in rows], False
 
 
@@ -342,9 +342,9 @@ async def fts_match(
     """Like ``fts_search`` for a ready FTS5 expression (quoted terms with AND / OR)."""
     if not expression or not store.is_sqlite:
         return []
-    async with store.reader() as session:
-        hits, _ = await _ranked_hits(session, person_id, expression, limit, True)
-    return hits
+    return await store.read(
+        lambda connection: _ranked_hits(connection, person_id, expression, limit, True)[0]
+    )
 
 
 def _pinned_query(person_id: int, limit: int) -> Select[Any]:
@@ -690,35 +690,36 @@ class Sources:
 
 
 async def pack_sources(store: Store, query: SourceQuery) -> Sources:
-    """Full text, pinned, active topic and time window candidates in one transaction."""
-    async with store.reader() as session:
-        lexical: list[tuple[int, float]] = []
-        lexical_first = query.lexical_first
-        expression = fts_query(query.message)
-        if expression and store.is_sqlite:
-            lexical, lexical_first = await _ranked_hits(
-                session,
-                query.person_id,
-                expression,
-                query.limit,
-                query.lexical_first,
-                every=" AND ".join(_terms(query.message)),
-            )
-        pinned = await session.scalars(_pinned_query(query.person_id, query.pinned_max))
-        topic = await session.scalars(
-            _topic_query(query.person_id, query.topic_since, query.topic_max)
+    """Full text, pinned, active topic and time window candidates, in one reader call."""
+    return await store.read(lambda connection: _pack_sources(connection, query, store.is_sqlite))
+
+
+def _pack_sources(connection: Connection, query: SourceQuery, sqlite: bool) -> Sources:
+    lexical: list[tuple[int, float]] = []
+    lexical_first = query.lexical_first
+    expression = fts_query(query.message)
+    if expression and sqlite:
+        lexical, lexical_first = _ranked_hits(
+            connection,
+            query.person_id,
+            expression,
+            query.limit,
+            query.lexical_first,
+            every=" AND ".join(_terms(query.message)),
         )
-        window: list[int] = []
-        if query.window is not None:
-            start, end, first, last = query.window
-            window = list(
-                (
-                    await session.scalars(
-                        _window_query(query.person_id, start, end, (first, last), query.window_max)
-                    )
-                ).all()
-            )
-        return Sources(lexical, list(pinned.all()), list(topic.all()), window, lexical_first)
+    pinned = connection.execute(_pinned_query(query.person_id, query.pinned_max)).scalars()
+    topic = connection.execute(
+        _topic_query(query.person_id, query.topic_since, query.topic_max)
+    ).scalars()
+    window: list[int] = []
+    if query.window is not None:
+        start, end, first, last = query.window
+        window = list(
+            connection.execute(
+                _window_query(query.person_id, start, end, (first, last), query.window_max)
+            ).scalars()
+        )
+    return Sources(lexical, list(pinned), list(topic), window, lexical_first)
 
 
 async def fetch_with_neighbours(
@@ -728,12 +729,20 @@ async def fetch_with_neighbours(
     dict[int, tuple[int | None, int | None]],
 ]:
     """The items and, for the episode ``hits``, their neighbours (fetched too) and links."""
-    async with store.reader() as session:
-        links: dict[int, tuple[int | None, int | None]] = {}
-        if hits:
-            statement, params = _links_statement(hits)
-            rows = (await session.execute(statement, params)).all()
-            links = {int(r[0]): (r[1], r[2]) for r in rows}
-        wanted = set(ids) | {n for pair in links.values() for n in pair if n is not None}
-        rows = (await session.execute(_recallable(wanted))).all() if wanted else []
+    wanted = set(ids)
+    return await store.read(lambda connection: _with_neighbours(connection, wanted, hits))
+
+
+def _with_neighbours(
+    connection: Connection, ids: set[int], hits: Sequence[int]
+) -> tuple[
+    dict[int, tuple[MemoryView, NDArray[np.float32] | None]],
+    dict[int, tuple[int | None, int | None]],
+]:
+    links: dict[int, tuple[int | None, int | None]] = {}
+    if hits:
+        statement, params = _links_statement(hits)
+        links = {int(r[0]): (r[1], r[2]) for r in connection.execute(statement, params)}
+    wanted = ids | {n for pair in links.values() for n in pair if n is not None}
+    rows = connection.execute(_recallable(wanted)).all() if wanted else []
     return {row[0]: _view_and_vector(row) for row in rows}, links
