@@ -556,9 +556,13 @@ class MemoryService:
         self._trace_writes.add(task)
         task.add_done_callback(self._trace_writes.discard)
         if trace.turn_id is not None:
-            turn_id = trace.turn_id
-            self._trace_of_turn[turn_id] = task
-            task.add_done_callback(lambda _: self._trace_of_turn.pop(turn_id, None))
+            self._trace_of_turn[trace.turn_id] = task
+            task.add_done_callback(lambda done: self._forget_trace(trace.turn_id, done))
+
+    def _forget_trace(self, turn_id: int | None, task: asyncio.Task[int | None]) -> None:
+        # Only its own entry: a second pack of the same turn may have replaced it.
+        if turn_id is not None and self._trace_of_turn.get(turn_id) is task:
+            del self._trace_of_turn[turn_id]
 
     async def _write_trace(self, trace: MemoryTrace) -> int | None:
         try:
