@@ -6,6 +6,7 @@ backends ``fts_search`` returns nothing and recall is dense only.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -245,27 +246,36 @@ _FTS = text(
     "WHERE memory_fts MATCH :query AND m.person_id = :person AND m.status = 'active' "
     "ORDER BY bm25(memory_fts, 1.0, 0.5), memory_fts.rowid LIMIT :limit"
 )
-# How many of the newest matches of a full-text query are ranked at most (plus
-# every match of all its terms). FTS5 computes BM25 for every row it returns, so an
-# OR of a few common words costs ~1 µs per matching item: 10-20 ms at 100k items,
-# ten times that at 1M. Older matches are still found by the ANN search, and the
-# items holding every term (the best BM25 hits) are always ranked. 0: rank all.
-FTS_SCORED_MAX = 2000
+# How many of the newest matches of the pack's full-text query to rank at most
+# (plus every match of all its terms); 0, the default: rank every match, exactly.
+# FTS5 computes BM25 for every row it returns (~1 us each): an OR of three words
+# found in 5% of the items each costs ~7 ms at 100k items, ten times that at 1M.
+# A cap bounds it, leaving older matches to the ANN search; at 100k a cap of 2000
+# saved only 2-3 ms of the pack's p50 and changed 121 of 200 bench packs, so it
+# is off until stores reach millions of items. ``fts_search`` always ranks all.
+FTS_SCORED_MAX = 0
 # How many best hits of all people the unjoined query reads per hit wanted.
 FTS_OVERFETCH = 4
 
 
-def _newest(expression: str) -> str:
-    """Rows of ``expression`` among its ``:scored`` newest matches (all when fewer)."""
-    return (
+def _newest(expression: str, capped: bool) -> str:
+    """Rows of ``expression``; ``capped``: among its ``:scored`` newest matches only."""
+    ranked = (
         "SELECT rowid AS id, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts "
-        f"WHERE memory_fts MATCH {expression} AND (:scored <= 0 OR rowid > coalesce(("
-        f"SELECT rowid FROM memory_fts WHERE memory_fts MATCH {expression} "
-        "ORDER BY rowid DESC LIMIT 1 OFFSET :scored), 0))"
+        f"WHERE memory_fts MATCH {expression}"
+    )
+    if not capped:
+        return ranked
+    # A plain rowid bound, which FTS5 applies while reading its index (inside an OR
+    # it could only filter afterwards).
+    return (
+        f"{ranked} AND rowid > coalesce((SELECT rowid FROM memory_fts "
+        f"WHERE memory_fts MATCH {expression} ORDER BY rowid DESC LIMIT 1 OFFSET :scored), 0)"
     )
 
 
-def _unjoined(both: bool) -> TextClause:
+@functools.cache
+def _unjoined(both: bool, capped: bool) -> TextClause:
     """The best hits of everyone, each with whether it is the person's active item.
 
     Without the join of ``_FTS``: joining every match to memory_items costs a row
@@ -273,16 +283,14 @@ def _unjoined(both: bool) -> TextClause:
     ``:limit`` are looked up. With ``both``, the matches of ``:every`` (all terms)
     join those of ``:query``: the same rows score the same in both.
     """
-    ranked = _newest(":query") + (" UNION " + _newest(":every") if both else "")
+    ranked = _newest(":query", capped)
+    if both:
+        ranked += " UNION " + _newest(":every", capped)
     return text(
         "SELECT h.id, h.score, m.person_id = :person AND m.status = 'active' AS mine "
         f"FROM ({ranked} ORDER BY score DESC, id LIMIT :limit) AS h "
         "LEFT JOIN memory_items m ON m.id = h.id ORDER BY h.score DESC, h.id"
     )
-
-
-_FTS_FIRST = _unjoined(False)
-_FTS_FIRST_BOTH = _unjoined(True)
 
 
 def _ranked_hits(
@@ -292,30 +300,32 @@ def _ranked_hits(
     limit: int,
     first: bool,
     every: str = "",
+    scored: int = 0,
 ) -> tuple[list[tuple[int, float]], bool]:
     """The person's best full-text hits and whether the unjoined search sufficed;
     ``first=False`` goes straight to the joined one (``_FTS``, exact).
 
-    Unjoined, the best ``limit * FTS_OVERFETCH`` hits of everyone are read among
-    the ``FTS_SCORED_MAX`` newest matches of ``expression`` and those of ``every``
-    (the same terms joined by AND); with fewer matches than that, the hits are
-    exactly ``_FTS``'s. When ``limit`` of them are the person's active items, or
-    there were no more hits, they are the answer. Otherwise (the person holds a
-    small share of the store) the joined query runs.
+    Unjoined, the best ``limit * FTS_OVERFETCH`` hits of everyone are read, among
+    the ``scored`` newest matches of ``expression`` and those of ``every`` (the
+    same terms joined by AND) when ``scored`` > 0; with fewer matches than that,
+    the hits are exactly ``_FTS``'s. When ``limit`` of them are the person's
+    active items, or there were no more hits, they are the answer. Otherwise (the
+    person holds a small share of the store) the joined query runs.
     """
     if limit <= 0:
         return [], first
     if first:
         over = limit * FTS_OVERFETCH
-        both = bool(every) and every != expression
+        capped = scored > 0
+        both = capped and bool(every) and every != expression
         params = {
             "query": expression,
             "every": every,
-            "scored": FTS_SCORED_MAX,
+            "scored": scored,
             "limit": over,
             "person": person_id,
         }
-        rows = connection.execute(_FTS_FIRST_BOTH if both else _FTS_FIRST, params).all()
+        rows = connection.execute(_unjoined(both, capped), params).all()
         hits: list[tuple[int, float]] = []
         seen: set[int] = set()
         for item_id, score, mine in rows:
@@ -706,6 +716,7 @@ def _pack_sources(connection: Connection, query: SourceQuery, sqlite: bool) -> S
             query.limit,
             query.lexical_first,
             every=" AND ".join(_terms(query.message)),
+            scored=FTS_SCORED_MAX,
         )
     pinned = connection.execute(_pinned_query(query.person_id, query.pinned_max)).scalars()
     topic = connection.execute(
