@@ -364,9 +364,7 @@ class MemoryConfig:
     # A local sentence-transformers folder; empty: the bundled all-MiniLM-L6-v2.
     embedding_model: str = ""
     embedding_device: str = "cpu"
-    # Texts per model call when embedding many (ingest, backfill): on 2 CPU cores 128
-    # embeds ~2x the items per second of 32 (fewer, larger matrix products).
-    embedding_batch: int = 128
+    embedding_batch: int = 32
     # hnswlib per person under <data_dir>/memory-index.
     index_m: int = 16
     index_ef_construction: int = 100

@@ -65,9 +65,7 @@ class SentenceEmbedder:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(
-        cls, path: str = "", *, device: str = "cpu", batch_size: int = 128
-    ) -> SentenceEmbedder:
+    def load(cls, path: str = "", *, device: str = "cpu", batch_size: int = 32) -> SentenceEmbedder:
         """Load from ``path`` (empty: the bundled model). Blocking: seconds."""
         folder = Path(path) if path else bundled_model_path()
         if not (folder / "config.json").is_file():
