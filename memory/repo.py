@@ -91,14 +91,18 @@ def _row(item: NewItem) -> dict[str, Any]:
 
 
 async def insert_items(store: Store, items: Sequence[NewItem]) -> list[int]:
-    """Store the items (one transaction); their ids, in order."""
+    """Store the items (one transaction); their ids, in order.
+
+    One Core insert of every row in the writer thread: ORM objects cost ~0.5 ms
+    an item (a tenth of bulk ingest) and were built on the event loop.
+    """
     if not items:
         return []
-    async with store.session() as session:
-        rows = [MemoryItem(**_row(item)) for item in items]
-        session.add_all(rows)
-        await session.flush()
-        return [row.id for row in rows]
+    rows = [_row(item) for item in items]
+    statement = insert(MemoryItem).returning(MemoryItem.id, sort_by_parameter_order=True)
+    return await store.write(
+        lambda connection: [int(i) for i in connection.execute(statement, rows).scalars()]
+    )
 
 
 def view_of(row: MemoryItem) -> MemoryView:
