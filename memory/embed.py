@@ -111,6 +111,21 @@ class SentenceEmbedder:
             vectors = torch.nn.functional.normalize(pooled, dim=1)
         return np.ascontiguousarray(vectors.numpy(), dtype=np.float32)
 
+    def _small(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """A query or two on one thread: the pack runs its SQL beside this call, and on
+        two cores a second torch thread (~1 ms faster alone) contends with it; a
+        busy core can also stall torch's threads for hundreds of milliseconds."""
+        import torch
+
+        threads = torch.get_num_threads()
+        if threads <= 1:
+            return self._direct(texts)
+        torch.set_num_threads(1)
+        try:
+            return self._direct(texts)
+        finally:
+            torch.set_num_threads(threads)
+
     def _check_direct(self) -> bool:
         """Use the direct path only if it gives ``encode``'s vectors for this model."""
         probe = ["A probe sentence to compare both paths.", "Short one."]
@@ -137,7 +152,7 @@ class SentenceEmbedder:
         try:
             with self._lock:
                 if len(texts) <= FAST_PATH_MAX and self._fast:
-                    return self._direct(texts)
+                    return self._small(texts)
                 vectors = self._model.encode(
                     list(texts),
                     batch_size=self._batch_size,

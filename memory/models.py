@@ -24,6 +24,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -50,6 +51,16 @@ class MemoryItem(Base):
         Index("ix_memory_items_person_type", "person_id", "type"),
         Index("ix_memory_items_conversation", "conversation_id", "id"),
         Index("ix_memory_items_person_ref", "person_id", "source_ref"),
+        # The pack's active topic, pinned items and time window (migration 0006).
+        Index("ix_memory_items_person_touched", "person_id", "status", "last_accessed_at"),
+        Index("ix_memory_items_person_pinned", "person_id", "pinned"),
+        Index("ix_memory_items_person_occurred", "person_id", "status", "occurred_at"),
+        Index(
+            "ix_memory_items_person_refers",
+            "person_id",
+            "status",
+            text("coalesce(refers_end, refers_start)"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

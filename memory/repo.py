@@ -6,6 +6,7 @@ backends ``fts_search`` returns nothing and recall is dense only.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,21 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Select, TextClause, func, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    Select,
+    Subquery,
+    TextClause,
+    func,
+    insert,
+    select,
+    text,
+    union,
+    union_all,
+    update,
+)
 
 from gateway.store import Store
 from gateway.store.models import Person, utcnow
@@ -76,14 +91,18 @@ def _row(item: NewItem) -> dict[str, Any]:
 
 
 async def insert_items(store: Store, items: Sequence[NewItem]) -> list[int]:
-    """Store the items (one transaction); their ids, in order."""
+    """Store the items (one transaction); their ids, in order.
+
+    One Core insert of every row in the writer thread: ORM objects cost ~0.5 ms
+    an item (a tenth of bulk ingest) and were built on the event loop.
+    """
     if not items:
         return []
-    async with store.session() as session:
-        rows = [MemoryItem(**_row(item)) for item in items]
-        session.add_all(rows)
-        await session.flush()
-        return [row.id for row in rows]
+    rows = [_row(item) for item in items]
+    statement = insert(MemoryItem).returning(MemoryItem.id, sort_by_parameter_order=True)
+    return await store.write(
+        lambda connection: [int(i) for i in connection.execute(statement, rows).scalars()]
+    )
 
 
 def view_of(row: MemoryItem) -> MemoryView:
@@ -107,25 +126,89 @@ def view_of(row: MemoryItem) -> MemoryView:
     )
 
 
+# What the pack reads of an item, as plain columns: loading whole ORM objects (with
+# identity map and attribute instrumentation) for a hundred candidates costs more
+# than the query.
+_VIEW_COLUMNS: tuple[Any, ...] = (
+    MemoryItem.id,
+    MemoryItem.type,
+    MemoryItem.content,
+    MemoryItem.speaker,
+    MemoryItem.role,
+    MemoryItem.occurred_at,
+    MemoryItem.priority,
+    MemoryItem.access_count,
+    MemoryItem.strength,
+    MemoryItem.last_accessed_at,
+    MemoryItem.tier,
+    MemoryItem.conversation_id,
+    MemoryItem.source_message_ids,
+    MemoryItem.source_ref,
+    MemoryItem.refers_start,
+    MemoryItem.refers_end,
+    MemoryItem.embedding,
+)
+
+
+def _recallable(ids: Iterable[int]) -> Select[Any]:
+    return select(*_VIEW_COLUMNS).where(
+        MemoryItem.id.in_(sorted(set(ids))), MemoryItem.status == ItemStatus.ACTIVE
+    )
+
+
+def _view_and_vector(row: Row[Any]) -> tuple[MemoryView, NDArray[np.float32] | None]:
+    # Unpacked by position (the order of _VIEW_COLUMNS): a Row's attributes are
+    # looked up by name, a few microseconds per item.
+    (
+        item_id,
+        item_type,
+        content,
+        speaker,
+        role,
+        occurred_at,
+        priority,
+        access_count,
+        strength,
+        last_accessed_at,
+        tier,
+        conversation_id,
+        source_message_ids,
+        source_ref,
+        refers_start,
+        refers_end,
+        embedding,
+    ) = tuple(row)
+    view = MemoryView(
+        id=item_id,
+        type=item_type,
+        content=content,
+        speaker=speaker,
+        role=role,
+        occurred_at=occurred_at,
+        priority=priority,
+        access_count=access_count,
+        strength=strength,
+        last_accessed_at=last_accessed_at,
+        tier=tier,
+        conversation_id=conversation_id,
+        source_message_ids=tuple(source_message_ids or ()),
+        source_ref=source_ref,
+        refers_start=refers_start,
+        refers_end=refers_end,
+    )
+    return view, None if embedding is None else from_blob(embedding)
+
+
 async def fetch(
     store: Store, ids: Iterable[int]
 ) -> dict[int, tuple[MemoryView, NDArray[np.float32] | None]]:
     """Recallable items (active status) by id, with their stored vectors."""
-    wanted = sorted(set(ids))
+    wanted = set(ids)
     if not wanted:
         return {}
     async with store.reader() as session:
-        rows = (
-            await session.scalars(
-                select(MemoryItem).where(
-                    MemoryItem.id.in_(wanted), MemoryItem.status == ItemStatus.ACTIVE
-                )
-            )
-        ).all()
-    return {
-        row.id: (view_of(row), None if row.embedding is None else from_blob(row.embedding))
-        for row in rows
-    }
+        rows = (await session.execute(_recallable(wanted))).all()
+    return {row[0]: _view_and_vector(row) for row in rows}
 
 
 async def get_items(store: Store, ids: Iterable[int]) -> list[MemoryItem]:
@@ -146,20 +229,118 @@ _STOP_TEXT = """a an the and or but if of at by for with about against between i
 _STOP = frozenset(_STOP_TEXT.split())
 
 
+def _terms(message: str) -> list[str]:
+    """The message's content words, quoted (so nothing is FTS5 syntax), once each."""
+    return [
+        f'"{t}"'
+        for t in dict.fromkeys(
+            t for t in _TERM.findall(message.lower()) if t not in _STOP and len(t) > 1
+        )
+    ]
+
+
 def fts_query(message: str) -> str:
-    """An FTS5 OR-query of the message's content words (quoted, so nothing is syntax)."""
-    terms = dict.fromkeys(
-        t for t in _TERM.findall(message.lower()) if t not in _STOP and len(t) > 1
-    )
-    return " OR ".join(f'"{t}"' for t in terms)
+    """An FTS5 OR-query of the message's content words."""
+    return " OR ".join(_terms(message))
 
 
 _FTS = text(
     "SELECT memory_fts.rowid, -bm25(memory_fts, 1.0, 0.5) AS score "
     "FROM memory_fts JOIN memory_items m ON m.id = memory_fts.rowid "
     "WHERE memory_fts MATCH :query AND m.person_id = :person AND m.status = 'active' "
-    "ORDER BY bm25(memory_fts, 1.0, 0.5) LIMIT :limit"
+    "ORDER BY bm25(memory_fts, 1.0, 0.5), memory_fts.rowid LIMIT :limit"
 )
+# How many of the newest matches of the pack's full-text query to rank at most
+# (plus every match of all its terms); 0, the default: rank every match, exactly.
+# FTS5 computes BM25 for every row it returns (~1 us each): an OR of three words
+# found in 5% of the items each costs ~7 ms at 100k items, ten times that at 1M.
+# A cap bounds it, leaving older matches to the ANN search; at 100k a cap of 2000
+# saved only 2-3 ms of the pack's p50 and changed 121 of 200 bench packs, so it
+# is off until stores reach millions of items. ``fts_search`` always ranks all.
+FTS_SCORED_MAX = 0
+# How many best hits of all people the unjoined query reads per hit wanted.
+FTS_OVERFETCH = 4
+
+
+def _newest(expression: str, capped: bool) -> str:
+    """Rows of ``expression``; ``capped``: among its ``:scored`` newest matches only."""
+    ranked = (
+        "SELECT rowid AS id, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts "
+        f"WHERE memory_fts MATCH {expression}"
+    )
+    if not capped:
+        return ranked
+    # A plain rowid bound, which FTS5 applies while reading its index (inside an OR
+    # it could only filter afterwards).
+    return (
+        f"{ranked} AND rowid > coalesce((SELECT rowid FROM memory_fts "
+        f"WHERE memory_fts MATCH {expression} ORDER BY rowid DESC LIMIT 1 OFFSET :scored), 0)"
+    )
+
+
+@functools.cache
+def _unjoined(both: bool, capped: bool) -> TextClause:
+    """The best hits of everyone, each with whether it is the person's active item.
+
+    Without the join of ``_FTS``: joining every match to memory_items costs a row
+    lookup per match (two thirds of the query at 100k items); here only the best
+    ``:limit`` are looked up. With ``both``, the matches of ``:every`` (all terms)
+    join those of ``:query``: the same rows score the same in both.
+    """
+    ranked = _newest(":query", capped)
+    if both:
+        ranked += " UNION " + _newest(":every", capped)
+    return text(
+        "SELECT h.id, h.score, m.person_id = :person AND m.status = 'active' AS mine "
+        f"FROM ({ranked} ORDER BY score DESC, id LIMIT :limit) AS h "
+        "LEFT JOIN memory_items m ON m.id = h.id ORDER BY h.score DESC, h.id"
+    )
+
+
+def _ranked_hits(
+    connection: Connection,
+    person_id: int,
+    expression: str,
+    limit: int,
+    first: bool,
+    every: str = "",
+    scored: int = 0,
+) -> tuple[list[tuple[int, float]], bool]:
+    """The person's best full-text hits and whether the unjoined search sufficed;
+    ``first=False`` goes straight to the joined one (``_FTS``, exact).
+
+    Unjoined, the best ``limit * FTS_OVERFETCH`` hits of everyone are read, among
+    the ``scored`` newest matches of ``expression`` and those of ``every`` (the
+    same terms joined by AND) when ``scored`` > 0; with fewer matches than that,
+    the hits are exactly ``_FTS``'s. When ``limit`` of them are the person's
+    active items, or there were no more hits, they are the answer. Otherwise (the
+    person holds a small share of the store) the joined query runs.
+    """
+    if limit <= 0:
+        return [], first
+    if first:
+        over = limit * FTS_OVERFETCH
+        capped = scored > 0
+        both = capped and bool(every) and every != expression
+        params = {
+            "query": expression,
+            "every": every,
+            "scored": scored,
+            "limit": over,
+            "person": person_id,
+        }
+        rows = connection.execute(_unjoined(both, capped), params).all()
+        hits: list[tuple[int, float]] = []
+        seen: set[int] = set()
+        for item_id, score, mine in rows:
+            if mine and item_id not in seen:
+                seen.add(item_id)
+                hits.append((int(item_id), float(score)))
+        if len(hits) >= limit or len(rows) < over:
+            return hits[:limit], True
+    params = {"query": expression, "person": person_id, "limit": limit}
+    rows = connection.execute(_FTS, params).all()
+    return [(int(r[0]), float(r[1])) for r in rows], False
 
 
 async def fts_search(
@@ -175,20 +356,23 @@ async def fts_match(
     """Like ``fts_search`` for a ready FTS5 expression (quoted terms with AND / OR)."""
     if not expression or not store.is_sqlite:
         return []
-    params = {"query": expression, "person": person_id, "limit": limit}
-    async with store.reader() as session:
-        rows = (await session.execute(_FTS, params)).all()
-    return [(int(r[0]), float(r[1])) for r in rows]
+    return await store.read(
+        lambda connection: _ranked_hits(connection, person_id, expression, limit, True)[0]
+    )
 
 
 def _pinned_query(person_id: int, limit: int) -> Select[Any]:
+    # The two halves of the OR as a union, each on its own index (person and type,
+    # person and pinned): SQLite would otherwise read every item of the person.
+    offered = union_all(
+        select(MemoryItem.id).where(
+            MemoryItem.person_id == person_id, MemoryItem.type.in_(PINNED_TYPES)
+        ),
+        select(MemoryItem.id).where(MemoryItem.person_id == person_id, MemoryItem.pinned.is_(True)),
+    )
     return (
         select(MemoryItem.id)
-        .where(
-            MemoryItem.person_id == person_id,
-            MemoryItem.type.in_(PINNED_TYPES) | MemoryItem.pinned.is_(True),
-            MemoryItem.status == ItemStatus.ACTIVE,
-        )
+        .where(MemoryItem.id.in_(offered), MemoryItem.status == ItemStatus.ACTIVE)
         .order_by(MemoryItem.pinned.desc(), MemoryItem.priority.desc(), MemoryItem.id.desc())
         .limit(max(0, limit))
     )
@@ -211,20 +395,34 @@ def _topic_query(person_id: int, since: datetime, limit: int) -> Select[Any]:
 def _window_query(
     person_id: int, start: datetime, end: datetime, days: tuple[date, date], limit: int
 ) -> Select[Any]:
-    """Items said within [start, end) or referring to a day in ``days``, newest first."""
-    said = (MemoryItem.occurred_at >= start) & (MemoryItem.occurred_at < end)
-    refers = (MemoryItem.refers_start <= days[1]) & (
-        func.coalesce(MemoryItem.refers_end, MemoryItem.refers_start) >= days[0]
-    )
-    return (
-        select(MemoryItem.id)
-        .where(
-            MemoryItem.person_id == person_id,
-            MemoryItem.status == ItemStatus.ACTIVE,
-            said | refers,
+    """Items said within [start, end) or referring to a day in ``days``, newest first.
+
+    The newest ``limit`` of each half, then of both: each half on its own index
+    (migration 0006), where the OR of the two read every item of the person (65 ms
+    at 100k items).
+    """
+
+    def newest(*conditions: ColumnElement[bool]) -> Subquery:
+        return (
+            select(MemoryItem.id, MemoryItem.occurred_at)
+            .where(
+                MemoryItem.person_id == person_id,
+                MemoryItem.status == ItemStatus.ACTIVE,
+                *conditions,
+            )
+            .order_by(MemoryItem.occurred_at.desc(), MemoryItem.id.desc())
+            .limit(max(0, limit))
+            .subquery()
         )
-        .order_by(MemoryItem.occurred_at.desc())
-        .limit(max(0, limit))
+
+    said = newest(MemoryItem.occurred_at >= start, MemoryItem.occurred_at < end)
+    refers = newest(
+        MemoryItem.refers_start <= days[1],
+        func.coalesce(MemoryItem.refers_end, MemoryItem.refers_start) >= days[0],
+    )
+    both = union(select(said), select(refers)).subquery()
+    return (
+        select(both.c.id).order_by(both.c.occurred_at.desc(), both.c.id.desc()).limit(max(0, limit))
     )
 
 
@@ -396,10 +594,19 @@ async def decay_rows(store: Store, after_id: int, limit: int) -> list[DecayRow]:
 
 
 async def save_trace(store: Store, trace: MemoryTrace) -> int:
-    async with store.session() as session:
-        session.add(trace)
-        await session.flush()
-        return trace.id
+    """Store a trace (not yet added to a session); its id.
+
+    One Core insert in the store's writer thread: the JSON of a hundred candidates
+    is serialised there, not on the event loop.
+    """
+    values = {
+        column.key: getattr(trace, column.key)
+        for column in MemoryTrace.__table__.columns
+        # Unset attributes are None: leave them to the columns' defaults.
+        if column.key != "id" and getattr(trace, column.key) is not None
+    }
+    statement = insert(MemoryTrace).values(values).returning(MemoryTrace.id)
+    return await store.write(lambda connection: int(connection.execute(statement).scalar_one()))
 
 
 async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
@@ -491,6 +698,8 @@ class SourceQuery:
     topic_max: int
     window: tuple[datetime, datetime, date, date] | None
     window_max: int
+    # Try the unjoined full-text search first (false once it fell short for this person).
+    lexical_first: bool = True
 
 
 @dataclass(frozen=True)
@@ -499,33 +708,42 @@ class Sources:
     pinned: list[int]
     topic: list[int]
     window: list[int]
+    # Whether the unjoined full-text search sufficed (see ``_ranked_hits``).
+    lexical_first: bool = True
 
 
 async def pack_sources(store: Store, query: SourceQuery) -> Sources:
-    """Full text, pinned, active topic and time window candidates in one transaction."""
-    async with store.reader() as session:
-        lexical: list[tuple[int, float]] = []
-        expression = fts_query(query.message)
-        if expression and store.is_sqlite:
-            rows = await session.execute(
-                _FTS, {"query": expression, "person": query.person_id, "limit": query.limit}
-            )
-            lexical = [(int(r[0]), float(r[1])) for r in rows]
-        pinned = await session.scalars(_pinned_query(query.person_id, query.pinned_max))
-        topic = await session.scalars(
-            _topic_query(query.person_id, query.topic_since, query.topic_max)
+    """Full text, pinned, active topic and time window candidates, in one reader call."""
+    return await store.read(lambda connection: _pack_sources(connection, query, store.is_sqlite))
+
+
+def _pack_sources(connection: Connection, query: SourceQuery, sqlite: bool) -> Sources:
+    lexical: list[tuple[int, float]] = []
+    lexical_first = query.lexical_first
+    expression = fts_query(query.message)
+    if expression and sqlite:
+        lexical, lexical_first = _ranked_hits(
+            connection,
+            query.person_id,
+            expression,
+            query.limit,
+            query.lexical_first,
+            every=" AND ".join(_terms(query.message)),
+            scored=FTS_SCORED_MAX,
         )
-        window: list[int] = []
-        if query.window is not None:
-            start, end, first, last = query.window
-            window = list(
-                (
-                    await session.scalars(
-                        _window_query(query.person_id, start, end, (first, last), query.window_max)
-                    )
-                ).all()
-            )
-        return Sources(lexical, list(pinned.all()), list(topic.all()), window)
+    pinned = connection.execute(_pinned_query(query.person_id, query.pinned_max)).scalars()
+    topic = connection.execute(
+        _topic_query(query.person_id, query.topic_since, query.topic_max)
+    ).scalars()
+    window: list[int] = []
+    if query.window is not None:
+        start, end, first, last = query.window
+        window = list(
+            connection.execute(
+                _window_query(query.person_id, start, end, (first, last), query.window_max)
+            ).scalars()
+        )
+    return Sources(lexical, list(pinned), list(topic), window, lexical_first)
 
 
 async def fetch_with_neighbours(
@@ -535,20 +753,20 @@ async def fetch_with_neighbours(
     dict[int, tuple[int | None, int | None]],
 ]:
     """The items and, for the episode ``hits``, their neighbours (fetched too) and links."""
-    async with store.reader() as session:
-        links: dict[int, tuple[int | None, int | None]] = {}
-        if hits:
-            statement, params = _links_statement(hits)
-            rows = (await session.execute(statement, params)).all()
-            links = {int(r[0]): (r[1], r[2]) for r in rows}
-        wanted = set(ids) | {n for pair in links.values() for n in pair if n is not None}
-        items = await session.scalars(
-            select(MemoryItem).where(
-                MemoryItem.id.in_(sorted(wanted)), MemoryItem.status == ItemStatus.ACTIVE
-            )
-        )
-        found = {
-            row.id: (view_of(row), None if row.embedding is None else from_blob(row.embedding))
-            for row in items
-        }
-    return found, links
+    wanted = set(ids)
+    return await store.read(lambda connection: _with_neighbours(connection, wanted, hits))
+
+
+def _with_neighbours(
+    connection: Connection, ids: set[int], hits: Sequence[int]
+) -> tuple[
+    dict[int, tuple[MemoryView, NDArray[np.float32] | None]],
+    dict[int, tuple[int | None, int | None]],
+]:
+    links: dict[int, tuple[int | None, int | None]] = {}
+    if hits:
+        statement, params = _links_statement(hits)
+        links = {int(r[0]): (r[1], r[2]) for r in connection.execute(statement, params)}
+    wanted = ids | {n for pair in links.values() for n in pair if n is not None}
+    rows = connection.execute(_recallable(wanted)).all() if wanted else []
+    return {row[0]: _view_and_vector(row) for row in rows}, links

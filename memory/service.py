@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gateway.config import Config, MemoryConfig
+from gateway.errors import StoreError
 from gateway.store import Store
 from memory import repo
 from memory.decay import DecayPolicy, content_words, hours_between, last_touch, overlap
@@ -80,7 +81,6 @@ class Pack:
     result: PackResult
     window: TimeWindow | None
     timings_ms: dict[str, float]
-    trace_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,11 @@ class MemoryService:
         self._speakers: dict[int, set[str]] = {}
         # Concurrent turns' small embedding requests share one model call.
         self._embeds = EmbedQueue(embedder) if embedder is not None else None
+        # People whose full-text search needs the joined query (a small share of the store).
+        self._lexical_joined: set[int] = set()
+        # Traces being stored after their pack was returned (see ``_save_trace``).
+        self._trace_writes: set[asyncio.Task[int | None]] = set()
+        self._trace_of_turn: dict[int, asyncio.Task[int | None]] = {}
 
     @classmethod
     async def start(
@@ -256,6 +261,7 @@ class MemoryService:
                     log.exception("memory: could not save %s", index.path.name)
 
     async def aclose(self) -> None:
+        await self.traces_saved()
         if self._embeds is not None:
             await self._embeds.aclose()
         await self.save_indexes()
@@ -482,6 +488,8 @@ class MemoryService:
             repo.pack_sources(self.store, self._source_query(request, searched, window)),
             self.index(request.person_id),
         )
+        if not found_sources.lexical_first:
+            self._lexical_joined.add(request.person_id)
         if window is None:
             window = await self._anchor_window(request)
             if window is not None:
@@ -534,10 +542,8 @@ class MemoryService:
             notes=request.notes,
         )
         timings["pack_ms"] = (time.perf_counter() - started) * 1000
-        trace_id = None
         if self.config.store_traces:
-            trace_id = await repo.save_trace(
-                self.store,
+            self._save_trace(
                 MemoryTrace(
                     turn_id=request.turn_id,
                     person_id=request.person_id,
@@ -554,10 +560,45 @@ class MemoryService:
                         "notes": list(request.notes),
                         "timings_ms": {k: round(v, 2) for k, v in timings.items()},
                     },
-                ),
+                )
             )
-            timings["trace_ms"] = (time.perf_counter() - started) * 1000
-        return Pack(result.text, result.tokens, result.kept, result, window, timings, trace_id)
+        return Pack(result.text, result.tokens, result.kept, result, window, timings)
+
+    def _save_trace(self, trace: MemoryTrace) -> None:
+        """Store the trace beside the reply, not before it: the reply needs only the pack.
+
+        ``reinforce`` (after the turn) and ``aclose`` wait for it; ``traces_saved``
+        waits for every trace begun so far (the panel reads them later).
+        """
+        task = asyncio.create_task(self._write_trace(trace), name="memory-trace")
+        self._trace_writes.add(task)
+        task.add_done_callback(self._trace_writes.discard)
+        if trace.turn_id is not None:
+            self._trace_of_turn[trace.turn_id] = task
+            task.add_done_callback(lambda done: self._forget_trace(trace.turn_id, done))
+
+    def _forget_trace(self, turn_id: int | None, task: asyncio.Task[int | None]) -> None:
+        # Only its own entry: a second pack of the same turn may have replaced it.
+        if turn_id is not None and self._trace_of_turn.get(turn_id) is task:
+            del self._trace_of_turn[turn_id]
+
+    async def _write_trace(self, trace: MemoryTrace) -> int | None:
+        try:
+            return await repo.save_trace(self.store, trace)
+        except StoreError:
+            # A lost trace loses the explanation and the turn's reinforcement, never the reply.
+            log.exception("memory: could not store the trace of turn %s", trace.turn_id)
+            return None
+
+    async def traces_saved(self, turn_id: int | None = None) -> None:
+        """Wait until the traces begun so far (or that of ``turn_id``) are stored."""
+        if turn_id is not None:
+            task = self._trace_of_turn.get(turn_id)
+            pending = [task] if task is not None else []
+        else:
+            pending = list(self._trace_writes)
+        if pending:
+            await asyncio.gather(*pending)
 
     def _source_query(
         self, request: PackRequest, searched: str, window: TimeWindow | None
@@ -575,6 +616,7 @@ class MemoryService:
             topic_max=self.config.topic_max,
             window=bounds,
             window_max=self.config.time_window_max,
+            lexical_first=request.person_id not in self._lexical_joined,
         )
 
     def _best_hits(
@@ -649,6 +691,7 @@ class MemoryService:
         self, turn_id: int, person_id: int, user_text: str, reply_text: str, at: datetime
     ) -> Reinforced:
         """Echo for items the person referred to or the reply used; fizzle for the rest."""
+        await self.traces_saved(turn_id)
         trace = await repo.trace_for_turn(self.store, turn_id)
         if trace is None or not trace.kept_ids:
             return Reinforced()

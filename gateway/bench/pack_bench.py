@@ -94,7 +94,10 @@ def percentile(values: list[float], share: float) -> float:
 
 
 async def run(config: Config, items: int, queries: int) -> dict[str, Any]:
-    embedder = await asyncio.to_thread(SentenceEmbedder.load)
+    # The batch size the gateway would use (memory.embedding_batch), for an honest ingest rate.
+    embedder = await asyncio.to_thread(
+        SentenceEmbedder.load, batch_size=config.memory.embedding_batch
+    )
     async with Store(config.database_url) as store:
         service = MemoryService(store, config.memory, config.data_dir / "memory-index", embedder)
         address = await resolve_address(store, "bench", "pack-bench", display_name="Sam")

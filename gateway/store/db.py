@@ -30,6 +30,9 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 T = TypeVar("T")
 
+# Reader threads (and connections) of ``Store.read``: two searches at once on 2 cores.
+READERS = 2
+
 # Set while this task (or a task it started) holds the store's write turn, so a
 # session opened inside another one does not wait for itself.
 _WRITING: ContextVar[bool] = ContextVar("agentgw_store_writing", default=False)
@@ -66,6 +69,8 @@ class Store:
     ``write`` runs a whole transaction of plain statements as one call in a
     thread of its own, on a connection of its own: a turn's writes then cost
     one hop between threads instead of several per statement (aiosqlite's).
+    ``read`` does the same for a read-only transaction, on reader threads and
+    connections of their own (the Memory Pack's searches, on its critical path).
     """
 
     def __init__(self, url: str, *, echo: bool = False) -> None:
@@ -77,6 +82,9 @@ class Store:
         # SQLite files only: the writer's own engine and thread.
         self._writer_engine: Engine | None = None
         self._writer: ThreadPoolExecutor | None = None
+        # SQLite files only: the readers' engine and threads (``read``).
+        self._reader_engine: Engine | None = None
+        self._readers: ThreadPoolExecutor | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -120,6 +128,19 @@ class Store:
             event.listen(writer, "connect", _sqlite_pragmas)
             self._writer_engine = writer
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
+            # One connection per reader thread, kept open (a new one per read would
+            # pay the pragmas and SQLite's schema parse every time).
+            readers = create_engine(
+                self.url.replace("+aiosqlite", "", 1),
+                echo=self._echo,
+                pool_size=READERS,
+                max_overflow=0,
+            )
+            event.listen(readers, "connect", _sqlite_pragmas)
+            self._reader_engine = readers
+            self._readers = ThreadPoolExecutor(
+                max_workers=READERS, thread_name_prefix="store-reader"
+            )
             try:
                 # Connect now: a broken writer fails the start, not the first turn.
                 await self.write(_ping)
@@ -137,6 +158,13 @@ class Store:
         command.upgrade(alembic_config(connection), "head")
 
     async def close(self) -> None:
+        if self._readers is not None and self._reader_engine is not None:
+            readers, self._readers = self._readers, None
+            reader_engine, self._reader_engine = self._reader_engine, None
+            await asyncio.to_thread(readers.shutdown, wait=True)
+            # Pooled SQLite connections may be closed from any thread (check_same_thread
+            # is off for pools); every reader thread has finished by now.
+            await asyncio.to_thread(reader_engine.dispose)
         if self._writer is not None and self._writer_engine is not None:
             writer, self._writer = self._writer, None
             engine, self._writer_engine = self._writer_engine, None
@@ -207,6 +235,31 @@ class Store:
                     return await connection.run_sync(work)
             except SQLAlchemyError as exc:
                 raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work``, plain reads, on a connection of the readers.
+
+        ``work`` is plain synchronous Core code that only reads: on SQLite files it
+        runs in a reader thread, so a few statements cost one hop between threads
+        (an aiosqlite session pays several per statement), and the rows are turned
+        into Python objects off the event loop. It does not wait for the writers.
+        """
+        try:
+            if self._readers is not None and self._reader_engine is not None:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(
+                    self._readers, _read_only, self._reader_engine, work
+                )
+            async with self.engine.connect() as connection:
+                return await connection.run_sync(work)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+
+
+def _read_only(engine: Engine, work: Callable[[Connection], T]) -> T:
+    # The pool rolls the connection back when it returns: nothing is ever committed.
+    with engine.connect() as connection:
+        return work(connection)
 
 
 def _ping(connection: Connection) -> None:
