@@ -63,11 +63,11 @@ def test_search_text_keeps_a_message_that_is_only_names() -> None:
     assert search_text("anything new", []) == "anything new"
 
 
-async def test_migration_0006_scores_episodes_stored_before_salience(tmp_path: Path) -> None:
+async def test_migration_0007_scores_episodes_stored_before_salience(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = create_engine(url)
     with engine.begin() as connection:
-        command.upgrade(alembic_config(connection), "0005")
+        command.upgrade(alembic_config(connection), "0006")
         connection.execute(
             text(
                 "INSERT INTO people (id, display_name, created_at) "

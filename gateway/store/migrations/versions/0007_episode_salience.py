@@ -1,7 +1,7 @@
 """stored messages get their salience as priority
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-23 08:30:00
 """
 
@@ -14,8 +14,8 @@ from alembic import op
 
 from memory.salience import salience
 
-revision: str = "0006"
-down_revision: str | None = "0005"
+revision: str = "0007"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
