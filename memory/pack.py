@@ -210,16 +210,18 @@ def mmr_order(
     chosen: list[int] = []
     if count == 0:
         return chosen
+    # Every pair's cosine in one product, rather than a product per step.
+    similarity = vectors @ vectors.T
     max_sim = np.full(count, 0.0)
-    taken = np.zeros(count, dtype=bool)
     tie = np.array(ids, dtype=np.float64) * 1e-12  # lower id wins ties, deterministically
+    base = lam * scores - tie
+    penalty = 1 - lam
     for _ in range(count):
-        value = lam * scores - (1 - lam) * max_sim - tie
-        value[taken] = -np.inf
+        value = base - penalty * max_sim
         pick = int(np.argmax(value))
         chosen.append(pick)
-        taken[pick] = True
-        max_sim = np.maximum(max_sim, vectors @ vectors[pick])
+        base[pick] = -np.inf
+        np.maximum(max_sim, similarity[pick], out=max_sim)
     return chosen
 
 
