@@ -92,6 +92,19 @@ async def test_overview_and_turns_api(seeded: RunningGateway) -> None:
     assert [m["role"] for m in conversation["messages"]][:2] == ["user", "assistant"]
 
 
+async def test_the_pack_page_shows_what_was_searched(seeded: RunningGateway) -> None:
+    # The agent's name says who the message is for, not what it is about.
+    await chat(seeded, ["Ada, which museums in Lisbon would Anastasia like?"])
+    newest = (await get_json(seeded, "/api/turns"))["turns"][0]
+    pack = await get_json(seeded, f"/api/turns/{newest['id']}/pack")
+    assert pack["notes"]["searched"] == "which museums in Lisbon would Anastasia like?"
+    async with seeded.session.get(seeded.url(f"/panel/memory/turns/{newest['id']}")) as response:
+        assert response.status == 200
+        html = await response.text()
+    assert "Searched for" in html
+    assert "which museums in Lisbon would Anastasia like?" in html
+
+
 async def test_memory_edit_pin_archive_restore_delete_take_effect(
     seeded: RunningGateway, brain: ScriptedBrain
 ) -> None:

@@ -314,6 +314,8 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
             "time_boost": settings.time_boost,
             "candidates": config.memory.candidates,
             "neighbour_hits": config.memory.neighbour_hits,
+            "strip_speaker_names": config.memory.strip_speaker_names,
+            "episode_salience": config.memory.episode_salience,
         },
     }
 
