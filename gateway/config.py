@@ -283,6 +283,7 @@ class ObserveConfig:
 
 
 EmbedderKind = Literal["minilm", "none"]
+QueryRuntime = Literal["onnx", "torch"]
 
 
 @dataclass(frozen=True)
@@ -370,6 +371,11 @@ class MemoryConfig:
     # A local sentence-transformers folder; empty: the bundled all-MiniLM-L6-v2.
     embedding_model: str = ""
     embedding_device: str = "cpu"
+    # onnx: a pack's query is embedded by ONNX Runtime from a graph exported once from
+    # the local model (and used only if it gives torch's vectors); torch: always torch.
+    query_runtime: QueryRuntime = "onnx"
+    # Where that graph is kept; empty: $XDG_CACHE_HOME/agentgw/models (~/.cache/...).
+    model_cache_dir: str = ""
     embedding_batch: int = 32
     # hnswlib per person under <data_dir>/memory-index.
     index_m: int = 16

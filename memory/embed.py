@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from memory.errors import EmbeddingUnavailable
+
+if TYPE_CHECKING:
+    from memory.embed_onnx import OnnxQueryEncoder
+
+log = logging.getLogger(__name__)
 
 # Up to this many texts (a query, a turn's two messages) skip encode's batching.
 FAST_PATH_MAX = 4
@@ -50,10 +57,13 @@ def bundled_model_path() -> Path:
 class SentenceEmbedder:
     """all-MiniLM-L6-v2 (384-d) through sentence-transformers, batched, offline only."""
 
-    def __init__(self, model: Any, name: str, batch_size: int) -> None:
+    def __init__(self, model: Any, name: str, batch_size: int, folder: Path | None = None) -> None:
         self._model = model
         self._name = name
         self._batch_size = batch_size
+        self._folder = folder
+        # Small requests (queries) on ONNX Runtime once ``use_onnx`` trusted the export.
+        self._onnx: OnnxQueryEncoder | None = None
         # sentence-transformers 6 renamed the method; older releases only have the old name.
         dimension = (
             getattr(model, "get_embedding_dimension", None)
@@ -81,7 +91,7 @@ class SentenceEmbedder:
             raise EmbeddingUnavailable(
                 f"cannot load the embedding model from {folder}: {exc}"
             ) from exc
-        return cls(model, folder.name if path else "all-MiniLM-L6-v2", batch_size)
+        return cls(model, folder.name if path else "all-MiniLM-L6-v2", batch_size, folder)
 
     @property
     def dim(self) -> int:
@@ -146,9 +156,51 @@ class SentenceEmbedder:
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
+    @property
+    def query_runtime(self) -> str:
+        return "onnx" if self._onnx is not None else "torch"
+
+    def use_onnx(self, models_dir: Path) -> bool:
+        """Embed small requests with ONNX Runtime from now on, if the exported graph gives
+        this model's vectors; False (and torch stays) otherwise. Blocking: seconds the
+        first time (the export), a fraction of a second after."""
+        from memory.embed_onnx import PROBES, OnnxQueryEncoder, OnnxUnavailable, fingerprint
+
+        if self._folder is None:
+            return False
+        try:
+            cache = models_dir / f"{self._name}-{fingerprint(self._folder)}"
+            with self._lock:
+                reference = self._encode(list(PROBES))
+                for attempt in (1, 2):
+                    encoder = None
+                    with contextlib.suppress(OnnxUnavailable):
+                        encoder = OnnxQueryEncoder.prepare(
+                            self._model[0], self._model.tokenizer, cache
+                        )
+                    if encoder is not None and encoder.agrees_with(reference):
+                        self._onnx = encoder
+                        return True
+                    # A damaged or stale graph is exported again, once.
+                    if attempt == 1:
+                        shutil.rmtree(cache, ignore_errors=True)
+        except (OSError, ImportError, RuntimeError) as exc:
+            log.warning("memory: queries stay on torch: %s", exc)
+            return False
+        log.warning("memory: the exported query model does not agree with torch; using torch")
+        return False
+
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
+        onnx = self._onnx
+        if onnx is not None and len(texts) <= FAST_PATH_MAX:
+            # Outside the torch lock: ONNX Runtime sessions take concurrent calls, so a
+            # query does not wait for an ingest batch.
+            try:
+                return onnx.embed(texts)
+            except (RuntimeError, ValueError) as exc:
+                raise EmbeddingUnavailable(f"embedding failed: {exc}") from exc
         try:
             with self._lock:
                 if len(texts) <= FAST_PATH_MAX and self._fast:

@@ -27,6 +27,7 @@ from gateway.store import Store
 from memory import repo
 from memory.decay import DecayPolicy, content_words, hours_between, last_touch, overlap
 from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
+from memory.embed_onnx import model_cache
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
 from memory.models import MemoryTrace
@@ -202,6 +203,9 @@ class MemoryService:
                 )
             except EmbeddingUnavailable as exc:
                 log.warning("memory: %s; recall runs on full text only", exc)
+            else:
+                if memory.query_runtime == "onnx":
+                    await asyncio.to_thread(embedder.use_onnx, model_cache(config.memory))
         service = cls(store, memory, config.data_dir / "memory-index", embedder)
         await service.backfill()
         return service

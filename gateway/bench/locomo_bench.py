@@ -42,6 +42,7 @@ from gateway.store.repo import resolve_address
 from gateway.tokens import estimate_tokens
 from memory import repo
 from memory.embed import Embedder, SentenceEmbedder
+from memory.embed_onnx import model_cache
 from memory.service import Episode, MemoryService, PackRequest, pack_settings
 
 CATEGORIES = ("1", "2", "3", "4")
@@ -292,6 +293,8 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
     embedder = await asyncio.to_thread(SentenceEmbedder.load)
     with tempfile.TemporaryDirectory(prefix="agentgw-bench-locomo-") as folder:
         config = bench_config(Path(folder) / "data", budget, overrides)
+        if config.memory.query_runtime == "onnx":
+            await asyncio.to_thread(embedder.use_onnx, model_cache(config.memory))
         store, service, conversations, ingest_s = await prepare(config, files, embedder)
         try:
             result = await evaluate(store, service, conversations, budget)
@@ -305,6 +308,7 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
         "turns": sum(len(c.turns) for c, _ in conversations),
         **result,
         "ingest_s": round(ingest_s, 2),
+        "query_runtime": embedder.query_runtime,
         "settings": {
             "weights": settings.weights.__dict__,
             "mmr_lambda": settings.mmr_lambda,
