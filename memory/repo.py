@@ -6,7 +6,6 @@ backends ``fts_search`` returns nothing and recall is dense only.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -102,27 +101,6 @@ async def insert_items(store: Store, items: Sequence[NewItem]) -> list[int]:
     statement = insert(MemoryItem).returning(MemoryItem.id, sort_by_parameter_order=True)
     return await store.write(
         lambda connection: [int(i) for i in connection.execute(statement, rows).scalars()]
-    )
-
-
-def view_of(row: MemoryItem) -> MemoryView:
-    return MemoryView(
-        id=row.id,
-        type=row.type,
-        content=row.content,
-        speaker=row.speaker,
-        role=row.role,
-        occurred_at=row.occurred_at,
-        priority=row.priority,
-        access_count=row.access_count,
-        strength=row.strength,
-        last_accessed_at=row.last_accessed_at,
-        tier=row.tier,
-        conversation_id=row.conversation_id,
-        source_message_ids=tuple(row.source_message_ids or ()),
-        source_ref=row.source_ref,
-        refers_start=row.refers_start,
-        refers_end=row.refers_end,
     )
 
 
@@ -229,19 +207,12 @@ _STOP_TEXT = """a an the and or but if of at by for with about against between i
 _STOP = frozenset(_STOP_TEXT.split())
 
 
-def _terms(message: str) -> list[str]:
-    """The message's content words, quoted (so nothing is FTS5 syntax), once each."""
-    return [
-        f'"{t}"'
-        for t in dict.fromkeys(
-            t for t in _TERM.findall(message.lower()) if t not in _STOP and len(t) > 1
-        )
-    ]
-
-
 def fts_query(message: str) -> str:
-    """An FTS5 OR-query of the message's content words."""
-    return " OR ".join(_terms(message))
+    """An FTS5 OR-query of the message's content words (quoted, so nothing is syntax)."""
+    terms = dict.fromkeys(
+        t for t in _TERM.findall(message.lower()) if t not in _STOP and len(t) > 1
+    )
+    return " OR ".join(f'"{t}"' for t in terms)
 
 
 _FTS = text(
@@ -250,92 +221,38 @@ _FTS = text(
     "WHERE memory_fts MATCH :query AND m.person_id = :person AND m.status = 'active' "
     "ORDER BY bm25(memory_fts, 1.0, 0.5), memory_fts.rowid LIMIT :limit"
 )
-# How many of the newest matches of the pack's full-text query to rank at most
-# (plus every match of all its terms); 0, the default: rank every match, exactly.
-# FTS5 computes BM25 for every row it returns (~1 us each): an OR of three words
-# found in 5% of the items each costs ~7 ms at 100k items, ten times that at 1M.
-# A cap bounds it, leaving older matches to the ANN search; at 100k a cap of 2000
-# saved only 2-3 ms of the pack's p50 and changed 121 of 200 bench packs, so it
-# is off until stores reach millions of items. ``fts_search`` always ranks all.
-FTS_SCORED_MAX = 0
 # How many best hits of all people the unjoined query reads per hit wanted.
 FTS_OVERFETCH = 4
-
-
-def _newest(expression: str, capped: bool) -> str:
-    """Rows of ``expression``; ``capped``: among its ``:scored`` newest matches only."""
-    ranked = (
-        "SELECT rowid AS id, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts "
-        f"WHERE memory_fts MATCH {expression}"
-    )
-    if not capped:
-        return ranked
-    # A plain rowid bound, which FTS5 applies while reading its index (inside an OR
-    # it could only filter afterwards).
-    return (
-        f"{ranked} AND rowid > coalesce((SELECT rowid FROM memory_fts "
-        f"WHERE memory_fts MATCH {expression} ORDER BY rowid DESC LIMIT 1 OFFSET :scored), 0)"
-    )
-
-
-@functools.cache
-def _unjoined(both: bool, capped: bool) -> TextClause:
-    """The best hits of everyone, each with whether it is the person's active item.
-
-    Without the join of ``_FTS``: joining every match to memory_items costs a row
-    lookup per match (two thirds of the query at 100k items); here only the best
-    ``:limit`` are looked up. With ``both``, the matches of ``:every`` (all terms)
-    join those of ``:query``: the same rows score the same in both.
-    """
-    ranked = _newest(":query", capped)
-    if both:
-        ranked += " UNION " + _newest(":every", capped)
-    return text(
-        "SELECT h.id, h.score, m.person_id = :person AND m.status = 'active' AS mine "
-        f"FROM ({ranked} ORDER BY score DESC, id LIMIT :limit) AS h "
-        "LEFT JOIN memory_items m ON m.id = h.id ORDER BY h.score DESC, h.id"
-    )
+# The best hits of everyone, each with whether it is the person's active item.
+# Without the join of ``_FTS``: joining every match to memory_items costs a row
+# lookup per match (two thirds of the query at 100k items); here only the best
+# ``:limit`` are looked up.
+_UNJOINED = text(
+    "SELECT h.id, h.score, m.person_id = :person AND m.status = 'active' AS mine "
+    "FROM (SELECT rowid AS id, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts "
+    "WHERE memory_fts MATCH :query ORDER BY score DESC, id LIMIT :limit) AS h "
+    "LEFT JOIN memory_items m ON m.id = h.id ORDER BY h.score DESC, h.id"
+)
 
 
 def _ranked_hits(
-    connection: Connection,
-    person_id: int,
-    expression: str,
-    limit: int,
-    first: bool,
-    every: str = "",
-    scored: int = 0,
+    connection: Connection, person_id: int, expression: str, limit: int, first: bool
 ) -> tuple[list[tuple[int, float]], bool]:
     """The person's best full-text hits and whether the unjoined search sufficed;
     ``first=False`` goes straight to the joined one (``_FTS``, exact).
 
-    Unjoined, the best ``limit * FTS_OVERFETCH`` hits of everyone are read, among
-    the ``scored`` newest matches of ``expression`` and those of ``every`` (the
-    same terms joined by AND) when ``scored`` > 0; with fewer matches than that,
-    the hits are exactly ``_FTS``'s. When ``limit`` of them are the person's
-    active items, or there were no more hits, they are the answer. Otherwise (the
-    person holds a small share of the store) the joined query runs.
+    Unjoined, the best ``limit * FTS_OVERFETCH`` hits of everyone are read. When
+    ``limit`` of them are the person's active items, or there were no more hits,
+    they are the answer (exactly ``_FTS``'s). Otherwise (the person holds a small
+    share of the store) the joined query runs.
     """
     if limit <= 0:
         return [], first
     if first:
         over = limit * FTS_OVERFETCH
-        capped = scored > 0
-        both = capped and bool(every) and every != expression
-        params = {
-            "query": expression,
-            "every": every,
-            "scored": scored,
-            "limit": over,
-            "person": person_id,
-        }
-        rows = connection.execute(_unjoined(both, capped), params).all()
-        hits: list[tuple[int, float]] = []
-        seen: set[int] = set()
-        for item_id, score, mine in rows:
-            if mine and item_id not in seen:
-                seen.add(item_id)
-                hits.append((int(item_id), float(score)))
+        params = {"query": expression, "limit": over, "person": person_id}
+        rows = connection.execute(_UNJOINED, params).all()
+        hits = [(int(item_id), float(score)) for item_id, score, mine in rows if mine]
         if len(hits) >= limit or len(rows) < over:
             return hits[:limit], True
     params = {"query": expression, "person": person_id, "limit": limit}
@@ -723,13 +640,7 @@ def _pack_sources(connection: Connection, query: SourceQuery, sqlite: bool) -> S
     expression = fts_query(query.message)
     if expression and sqlite:
         lexical, lexical_first = _ranked_hits(
-            connection,
-            query.person_id,
-            expression,
-            query.limit,
-            query.lexical_first,
-            every=" AND ".join(_terms(query.message)),
-            scored=FTS_SCORED_MAX,
+            connection, query.person_id, expression, query.limit, query.lexical_first
         )
     pinned = connection.execute(_pinned_query(query.person_id, query.pinned_max)).scalars()
     topic = connection.execute(

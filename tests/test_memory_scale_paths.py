@@ -1,8 +1,8 @@
 """The Memory Pack's fast paths give the answers of the plain queries they replace.
 
 Full text without the join (and its fallback for a person with a small share
-of the store), the cap on ranked matches, the time window from two indexed
-halves, and the trace stored after the pack but before reinforcement reads it.
+of the store), the time window from two indexed halves, and the trace stored
+after the pack but before reinforcement reads it.
 """
 
 from __future__ import annotations
@@ -96,34 +96,20 @@ async def test_full_text_of_a_person_with_a_small_share_of_the_store(store: Stor
     assert {i for i, _ in sources.lexical} == set(mine)
 
 
-async def test_ranking_is_capped_to_the_newest_matches_but_keeps_items_with_every_term(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_full_text_ranks_every_match_as_the_joined_query_does(store: Store) -> None:
     sam = await person(store, "Sam")
-    (old_both,) = await repo.insert_items(
+    await repo.insert_items(
         store, [episode(sam, "pottery in Kyoto with Hana", T0 - timedelta(days=900))]
     )
-    older = await repo.insert_items(
+    await repo.insert_items(
         store, [episode(sam, f"pottery class {n}", T0 - timedelta(days=n)) for n in range(30)]
     )
-    newest = await repo.insert_items(
+    await repo.insert_items(
         store, [episode(sam, f"Kyoto photo {n}", T0 + timedelta(days=n)) for n in range(5)]
     )
     message = "pottery in Kyoto"
     exact = await joined(store, sam.person_id, message, 50)
-    monkeypatch.setattr(repo, "FTS_SCORED_MAX", 0)
     assert await repo.fts_search(store, sam.person_id, message, 50) == exact
-    monkeypatch.setattr(repo, "FTS_SCORED_MAX", 5)
-    sources = await repo.pack_sources(
-        store, repo.SourceQuery(sam.person_id, message, 50, 8, T0, 10, None, 30)
-    )
-    found = {i for i, _ in sources.lexical}
-    # The 5 newest matches and the one holding both words; older one-word matches wait
-    # for the ANN search.
-    assert found == {*newest, old_both}
-    assert not found & set(older)
-    scores = dict(exact)
-    assert all(score == scores[i] for i, score in sources.lexical)
 
 
 async def test_time_window_from_both_halves_newest_first(store: Store) -> None:
