@@ -148,6 +148,17 @@ def decay_policy(memory: MemoryConfig) -> DecayPolicy:
     )
 
 
+def load_embedder(memory: MemoryConfig) -> SentenceEmbedder:
+    """The configured model, its queries on ONNX Runtime when ``memory.query_runtime``
+    says so (and the export agrees with torch). Blocking: seconds."""
+    embedder = SentenceEmbedder.load(
+        memory.embedding_model, device=memory.embedding_device, batch_size=memory.embedding_batch
+    )
+    if memory.query_runtime == "onnx":
+        embedder.use_onnx(model_cache(memory))
+    return embedder
+
+
 def embedding_text(item_type: ItemType, speaker: str, content: str) -> str:
     """What is embedded: an episode with its speaker, so "what did Sam say" finds Sam's turns."""
     if item_type is ItemType.EPISODE and speaker:
@@ -195,17 +206,9 @@ class MemoryService:
         memory = config.memory
         if embedder is None and memory.embedder == "minilm":
             try:
-                embedder = await asyncio.to_thread(
-                    SentenceEmbedder.load,
-                    memory.embedding_model,
-                    device=memory.embedding_device,
-                    batch_size=memory.embedding_batch,
-                )
+                embedder = await asyncio.to_thread(load_embedder, memory)
             except EmbeddingUnavailable as exc:
                 log.warning("memory: %s; recall runs on full text only", exc)
-            else:
-                if memory.query_runtime == "onnx":
-                    await asyncio.to_thread(embedder.use_onnx, model_cache(config.memory))
         service = cls(store, memory, config.data_dir / "memory-index", embedder)
         await service.backfill()
         return service

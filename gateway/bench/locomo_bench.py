@@ -41,9 +41,8 @@ from gateway.store import Message, MessageRole, Store
 from gateway.store.repo import resolve_address
 from gateway.tokens import estimate_tokens
 from memory import repo
-from memory.embed import Embedder, SentenceEmbedder
-from memory.embed_onnx import model_cache
-from memory.service import Episode, MemoryService, PackRequest, pack_settings
+from memory.embed import Embedder
+from memory.service import Episode, MemoryService, PackRequest, load_embedder, pack_settings
 
 CATEGORIES = ("1", "2", "3", "4")
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
@@ -290,11 +289,9 @@ async def prepare(
 
 
 async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> dict[str, Any]:
-    embedder = await asyncio.to_thread(SentenceEmbedder.load)
     with tempfile.TemporaryDirectory(prefix="agentgw-bench-locomo-") as folder:
         config = bench_config(Path(folder) / "data", budget, overrides)
-        if config.memory.query_runtime == "onnx":
-            await asyncio.to_thread(embedder.use_onnx, model_cache(config.memory))
+        embedder = await asyncio.to_thread(load_embedder, config.memory)
         store, service, conversations, ingest_s = await prepare(config, files, embedder)
         try:
             result = await evaluate(store, service, conversations, budget)

@@ -30,9 +30,7 @@ from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.store import Store
 from gateway.store.repo import resolve_address
-from memory.embed import SentenceEmbedder
-from memory.embed_onnx import model_cache
-from memory.service import Episode, MemoryService, PackRequest
+from memory.service import Episode, MemoryService, PackRequest, load_embedder
 
 _NAMES = "Ana Ben Carla Dev Eli Farah Gus Hana Ivo Jun Kai Lea Milo Nora Omar Pia Raj Sol Tom Uma"
 NAMES = _NAMES.split()
@@ -95,13 +93,9 @@ def percentile(values: list[float], share: float) -> float:
 
 
 async def run(config: Config, items: int, queries: int) -> dict[str, Any]:
-    # The batch size the gateway would use (memory.embedding_batch), for an honest ingest rate.
-    embedder = await asyncio.to_thread(
-        SentenceEmbedder.load, batch_size=config.memory.embedding_batch
-    )
-    if config.memory.query_runtime == "onnx":
-        # As `agentgw run` does; the one-time export is not part of any figure.
-        await asyncio.to_thread(embedder.use_onnx, model_cache(config.memory))
+    # Loaded as `agentgw run` loads it (batch size, query runtime), for honest figures;
+    # a one-time ONNX export is not part of any of them.
+    embedder = await asyncio.to_thread(load_embedder, config.memory)
     async with Store(config.database_url) as store:
         service = MemoryService(store, config.memory, config.data_dir / "memory-index", embedder)
         address = await resolve_address(store, "bench", "pack-bench", display_name="Sam")
