@@ -172,7 +172,7 @@ class SentenceEmbedder:
             cache = models_dir / f"{self._name}-{fingerprint(self._folder)}"
             with self._lock:
                 reference = self._encode(list(PROBES))
-                for attempt in (1, 2):
+                for _ in range(2):
                     encoder = None
                     with contextlib.suppress(OnnxUnavailable):
                         encoder = OnnxQueryEncoder.prepare(
@@ -181,9 +181,8 @@ class SentenceEmbedder:
                     if encoder is not None and encoder.agrees_with(reference):
                         self._onnx = encoder
                         return True
-                    # A damaged or stale graph is exported again, once.
-                    if attempt == 1:
-                        shutil.rmtree(cache, ignore_errors=True)
+                    # A damaged or stale graph never stays: exported again, once.
+                    shutil.rmtree(cache, ignore_errors=True)
         except (OSError, ImportError, RuntimeError) as exc:
             log.warning("memory: queries stay on torch: %s", exc)
             return False
