@@ -168,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument("--items", type=int, default=10000, help="items in the synthetic store")
     pack.add_argument("--queries", type=int, default=200)
     pack.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
+    pack.add_argument(
+        "--store",
+        type=Path,
+        help="keep the synthetic store in this folder and reuse it when it already holds N items",
+    )
     pack.add_argument("--json", action="store_true")
     bench.set_defaults(func=cmd_bench)
 

@@ -176,7 +176,7 @@ class MemoryCurator:
                     status=ItemStatus.SUPERSEDED, status_changed_at=now, superseded_by_id=new_id
                 )
             )
-        await self._unindex(item.person_id, [item_id])
+        await self.memory.unrecall(item.person_id, [item_id])
         return await self.get(new_id)
 
     async def set_pinned(self, item_id: int, pinned: bool) -> MemoryItem:
@@ -223,6 +223,7 @@ class MemoryCurator:
         if index is not None and item.embedding is not None:
             matrix = await vectors(self.store, [item.id])
             await asyncio.to_thread(index.add, [item.id], matrix)
+        await self.memory.recall_again(item.person_id, [item.id])
         return await self.get(item_id)
 
     async def delete(self, item_id: int) -> None:
@@ -235,7 +236,7 @@ class MemoryCurator:
                 .values(superseded_by_id=None)
             )
             await session.execute(delete(MemoryItem).where(MemoryItem.id == item.id))
-        await self._unindex(item.person_id, [item.id])
+        await self.memory.unrecall(item.person_id, [item.id])
 
     async def trace(self, turn_id: int) -> MemoryTrace | None:
         async with self.store.session() as session:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -202,27 +202,35 @@ def _signals(candidate: Candidate, rel: float, settings: PackSettings, now: date
     )
 
 
-def mmr_order(
+def mmr_picks(
     scores: NDArray[np.float64], vectors: NDArray[np.float32], lam: float, ids: Sequence[int]
-) -> list[int]:
-    """Indices in MMR order: each step takes the best λ·score - (1-λ)·max cosine to those taken."""
+) -> Iterator[int]:
+    """Indices in MMR order, one at a time: each step takes the best
+    λ·score - (1-λ)·max cosine to those taken. Lazy, so packing stops it once
+    the budget is full."""
     count = len(scores)
-    chosen: list[int] = []
     if count == 0:
-        return chosen
+        return
     # Every pair's cosine in one product, rather than a product per step.
     similarity = vectors @ vectors.T
     max_sim = np.full(count, 0.0)
     tie = np.array(ids, dtype=np.float64) * 1e-12  # lower id wins ties, deterministically
     base = lam * scores - tie
     penalty = 1 - lam
+    value = np.empty(count)
     for _ in range(count):
-        value = base - penalty * max_sim
-        pick = int(np.argmax(value))
-        chosen.append(pick)
+        np.subtract(base, np.multiply(max_sim, penalty, out=value), out=value)
+        pick = int(value.argmax())
+        yield pick
         base[pick] = -np.inf
         np.maximum(max_sim, similarity[pick], out=max_sim)
-    return chosen
+
+
+def mmr_order(
+    scores: NDArray[np.float64], vectors: NDArray[np.float32], lam: float, ids: Sequence[int]
+) -> list[int]:
+    """Every index in MMR order (see ``mmr_picks``)."""
+    return list(mmr_picks(scores, vectors, lam, ids))
 
 
 _RELATIVE = re.compile(r"\d")
@@ -272,14 +280,12 @@ def select(
         if ordered
         else np.zeros((0, dim), np.float32)
     )
-    order = mmr_order(
+    picks = mmr_picks(
         np.array([s.score for s in scored]),
         vectors,
         settings.mmr_lambda,
         [c.item.id for c in ordered],
     )
-    for rank, index in enumerate(order):
-        scored[index].mmr_rank = rank
 
     budget_chars = settings.budget_tokens * CHARS_PER_TOKEN
     note_lines = [f"- {sanitize(note).text}" for note in notes]
@@ -322,16 +328,25 @@ def select(
         entry.decision, entry.reason = "kept", "pinned" if pinned else "packed"
         kept.append(entry)
 
-    by_mmr = [scored[i] for i in order]
+    by_score = sorted(scored, key=lambda e: (-e.score, e.candidate.item.id))
     for pinned_type, minimum in (
         (ItemType.PERSONA, settings.persona_min_items),
         (ItemType.RELATIONAL, settings.relational_min_items),
     ):
-        for entry in [e for e in by_mmr if e.candidate.item.type is pinned_type][:minimum]:
+        for entry in [e for e in by_score if e.candidate.item.type is pinned_type][:minimum]:
             consider(entry, pinned=True)
-    for entry in by_mmr:
+    # Once no candidate left could fit what is left of the budget, the rest of the
+    # MMR order cannot change the pack: it is not computed (those stay "budget").
+    lengths = np.array([len(c.item.content) for c in ordered], dtype=np.int64)
+    waiting = np.ones(len(ordered), dtype=bool)
+    for rank, index in enumerate(picks):
+        entry = scored[index]
+        entry.mmr_rank = rank
+        waiting[index] = False
         if entry.decision != "kept":
             consider(entry)
+        if not waiting.any() or budget_chars - used < lengths[waiting].min():
+            break
 
     kept.sort(key=lambda e: (-e.score, e.candidate.item.id))
     if not kept and not note_lines:
@@ -352,11 +367,15 @@ def select(
             "lexical": round(e.candidate.lexical, 4),
             "signals": e.signals.as_dict(),
             "score": round(e.score, 4),
-            "mmr_rank": e.mmr_rank,
+            "mmr_rank": e.mmr_rank if e.mmr_rank >= 0 else None,
             "decision": e.decision,
             "reason": e.reason or "budget",
         }
-        for e in sorted(scored, key=lambda e: e.mmr_rank)
+        # In MMR order; those the order never reached after it, best score first.
+        for e in sorted(
+            scored,
+            key=lambda e: (e.mmr_rank < 0, e.mmr_rank, -e.score, e.candidate.item.id),
+        )
     )
     return PackResult(
         text=text,

@@ -33,6 +33,7 @@ from sqlalchemy import (
 from gateway.store import Store
 from gateway.store.models import Person, utcnow
 from memory.embed import from_blob, to_blob
+from memory.lexical import LexicalIndex
 from memory.models import MemoryItem, MemoryTrace
 from memory.pack import MemoryView
 from memory.types import PINNED_TYPES, ItemStatus, ItemType, Tier
@@ -207,12 +208,16 @@ _STOP_TEXT = """a an the and or but if of at by for with about against between i
 _STOP = frozenset(_STOP_TEXT.split())
 
 
+def content_terms(message: str) -> list[str]:
+    """The message's content words, lower case, each once, in order (stop words left out)."""
+    return list(
+        dict.fromkeys(t for t in _TERM.findall(message.lower()) if t not in _STOP and len(t) > 1)
+    )
+
+
 def fts_query(message: str) -> str:
     """An FTS5 OR-query of the message's content words (quoted, so nothing is syntax)."""
-    terms = dict.fromkeys(
-        t for t in _TERM.findall(message.lower()) if t not in _STOP and len(t) > 1
-    )
-    return " OR ".join(f'"{t}"' for t in terms)
+    return " OR ".join(f'"{t}"' for t in content_terms(message))
 
 
 _FTS = text(
@@ -385,6 +390,35 @@ async def indexable_ids(store: Store, person_id: int) -> list[int]:
             )
         )
         return list(rows.all())
+
+
+async def lexical_rows(
+    store: Store, person_id: int, after_id: int, limit: int
+) -> list[tuple[int, str, str]]:
+    """(id, content, speaker) of the person's recallable items after ``after_id``, by id."""
+    async with store.reader() as session:
+        rows = await session.execute(
+            select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker)
+            .where(
+                MemoryItem.person_id == person_id,
+                MemoryItem.status == ItemStatus.ACTIVE,
+                MemoryItem.id > after_id,
+            )
+            .order_by(MemoryItem.id)
+            .limit(limit)
+        )
+        return [(int(r[0]), r[1], r[2] or "") for r in rows]
+
+
+async def lexical_rows_of(store: Store, ids: Sequence[int]) -> list[tuple[int, str, str]]:
+    """(id, content, speaker) of those of ``ids`` that are recallable."""
+    async with store.reader() as session:
+        rows = await session.execute(
+            select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker).where(
+                MemoryItem.id.in_(list(ids)), MemoryItem.status == ItemStatus.ACTIVE
+            )
+        )
+        return [(int(r[0]), r[1], r[2] or "") for r in rows]
 
 
 async def vectors(store: Store, ids: Sequence[int], chunk: int = 5000) -> NDArray[np.float32]:
@@ -629,16 +663,27 @@ class Sources:
     lexical_first: bool = True
 
 
-async def pack_sources(store: Store, query: SourceQuery) -> Sources:
-    """Full text, pinned, active topic and time window candidates, in one reader call."""
-    return await store.read(lambda connection: _pack_sources(connection, query, store.is_sqlite))
+async def pack_sources(
+    store: Store, query: SourceQuery, lexical: LexicalIndex | None = None
+) -> Sources:
+    """Full text, pinned, active topic and time window candidates, in one reader call.
+
+    Full text comes from the person's in-memory ``lexical`` index when it is
+    ready, else from the store's FTS5 table (SQLite only).
+    """
+    return await store.read(
+        lambda connection: _pack_sources(connection, query, store.is_sqlite, lexical)
+    )
 
 
-def _pack_sources(connection: Connection, query: SourceQuery, sqlite: bool) -> Sources:
+def _pack_sources(
+    connection: Connection, query: SourceQuery, sqlite: bool, index: LexicalIndex | None
+) -> Sources:
     lexical: list[tuple[int, float]] = []
     lexical_first = query.lexical_first
-    expression = fts_query(query.message)
-    if expression and sqlite:
+    if index is not None:
+        lexical = index.search(content_terms(query.message), query.limit)
+    elif sqlite and (expression := fts_query(query.message)):
         lexical, lexical_first = _ranked_hits(
             connection, query.person_id, expression, query.limit, query.lexical_first
         )

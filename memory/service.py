@@ -9,6 +9,7 @@ load) everything still works on full text alone, and the traces say so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.embed_onnx import model_cache
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
+from memory.lexical import Fts5Tokenizer, LexicalIndex
 from memory.models import MemoryTrace
 from memory.pack import Candidate, MemoryView, PackResult, PackSettings, search_text, select
 from memory.repo import NewItem, Reinforcement
@@ -172,6 +174,20 @@ def _day_bounds(window: TimeWindow) -> tuple[datetime, datetime]:
     return start, end
 
 
+def single_threaded_blas() -> None:
+    """numpy's BLAS on one thread, for the whole process.
+
+    The pack's matrix products are small (some 150 x 384 vectors): a second
+    BLAS thread saves microseconds when a core is free and, when both cores are
+    busy, spins and waits for one: MMR's similarity matrix took 12 ms with two
+    threads on a loaded machine against 0.4 ms with one. Torch (bulk
+    embedding) keeps its own threads.
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 class MemoryService:
     def __init__(
         self,
@@ -180,6 +196,7 @@ class MemoryService:
         index_dir: Path,
         embedder: Embedder | None,
     ) -> None:
+        single_threaded_blas()
         self.store = store
         self.config = config
         self.index_dir = index_dir
@@ -194,6 +211,11 @@ class MemoryService:
         self._embeds = EmbedQueue(embedder) if embedder is not None else None
         # People whose full-text search needs the joined query (a small share of the store).
         self._lexical_joined: set[int] = set()
+        # Each person's in-memory BM25 index (see memory/lexical.py), built in the
+        # background on first use; the store's FTS5 answers until it is ready.
+        self._tokenizer = Fts5Tokenizer()
+        self._lexical: dict[int, LexicalIndex] = {}
+        self._lexical_builds: dict[int, asyncio.Task[LexicalIndex]] = {}
         # Traces being stored after their pack was returned (see ``_save_trace``).
         self._trace_writes: set[asyncio.Task[int | None]] = set()
         self._trace_of_turn: dict[int, asyncio.Task[int | None]] = {}
@@ -252,6 +274,72 @@ class MemoryService:
             self._indexes[person_id] = index
             return index
 
+    async def lexical(self, person_id: int, *, wait: bool = False) -> LexicalIndex | None:
+        """The person's in-memory full-text index; None while it is being built (its
+        first use starts the build) unless ``wait``. Without FTS5 (PostgreSQL) there
+        is nothing else to search, so the first pack always waits."""
+        found = self._lexical.get(person_id)
+        if found is not None:
+            return found
+        task = self._lexical_builds.get(person_id)
+        if task is None:
+            task = asyncio.create_task(
+                self._build_lexical(person_id), name=f"memory-lexical-{person_id}"
+            )
+            self._lexical_builds[person_id] = task
+            task.add_done_callback(lambda done: self._lexical_built(person_id, done))
+        if wait or not self.store.is_sqlite:
+            return await asyncio.shield(task)
+        return None
+
+    def _lexical_built(self, person_id: int, task: asyncio.Task[LexicalIndex]) -> None:
+        if self._lexical_builds.get(person_id) is task:
+            del self._lexical_builds[person_id]
+        if not task.cancelled() and task.exception() is not None:
+            # The next pack tries again; until then full text comes from FTS5.
+            log.error("memory: full-text index of person %d: %s", person_id, task.exception())
+
+    async def _build_lexical(self, person_id: int, chunk: int = 5000) -> LexicalIndex:
+        started = time.perf_counter()
+        index = LexicalIndex(self._tokenizer)
+        last = await self._fill_lexical(index, person_id, 0, chunk)
+        self._lexical[person_id] = index
+        # Items stored during the build: read here, or added by add_items now that the
+        # index is registered (adding one twice is harmless).
+        await self._fill_lexical(index, person_id, last, chunk)
+        await asyncio.to_thread(index.compact)
+        log.info(
+            "memory: full-text index of person %d: %d items in %.1f s",
+            person_id,
+            index.count,
+            time.perf_counter() - started,
+        )
+        return index
+
+    async def _fill_lexical(
+        self, index: LexicalIndex, person_id: int, after: int, chunk: int
+    ) -> int:
+        while rows := await repo.lexical_rows(self.store, person_id, after, chunk):
+            await asyncio.to_thread(index.add, rows)
+            after = rows[-1][0]
+        return after
+
+    async def unrecall(self, person_id: int, ids: Sequence[int]) -> None:
+        """Items that stopped being recallable (superseded, forgotten, deleted) leave
+        both indexes; archived ones only leave the ANN index (``_unindex``)."""
+        await self._unindex(person_id, ids)
+        lexical = self._lexical.get(person_id)
+        if lexical is not None and ids:
+            await asyncio.to_thread(lexical.discard, ids)
+
+    async def recall_again(self, person_id: int, ids: Sequence[int]) -> None:
+        """Items restored to active: back into the full-text index (the ANN index is
+        the caller's, which has their vectors)."""
+        lexical = self._lexical.get(person_id)
+        if lexical is not None and ids:
+            rows = await repo.lexical_rows_of(self.store, ids)
+            await asyncio.to_thread(lexical.add, rows)
+
     async def _maybe_save(self, index: PersonIndex) -> None:
         # Saving writes the whole file: waiting for a share of the index keeps bulk
         # ingest linear. Unsaved changes are safe: the store has every vector, and
@@ -269,6 +357,10 @@ class MemoryService:
 
     async def aclose(self) -> None:
         await self.traces_saved()
+        for task in list(self._lexical_builds.values()):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         if self._embeds is not None:
             await self._embeds.aclose()
         await self.save_indexes()
@@ -293,6 +385,14 @@ class MemoryService:
                 for n, item in enumerate(items)
             ]
         ids = await repo.insert_items(self.store, items)
+        recallable: dict[int, list[tuple[int, str, str]]] = {}
+        for item_id, item in zip(ids, items, strict=True):
+            if item.status is ItemStatus.ACTIVE and item.person_id in self._lexical:
+                recallable.setdefault(item.person_id, []).append(
+                    (item_id, item.content, item.speaker or "")
+                )
+        for person_id, found in recallable.items():
+            await asyncio.to_thread(self._lexical[person_id].add, found)
         if matrix is not None:
             by_person: dict[int, list[int]] = {}
             for n, item in enumerate(items):
@@ -417,7 +517,7 @@ class MemoryService:
         if replaced:
             ids = [r[0] for r in replaced]
             await repo.set_status(self.store, ids, ItemStatus.SUPERSEDED, at, superseded_by=item_id)
-            await self._unindex(person_id, ids)
+            await self.unrecall(person_id, ids)
             log.info("memory %d supersedes %s", item_id, ids)
         return tuple(replaced)
 
@@ -427,7 +527,7 @@ class MemoryService:
         if not rows:
             return
         await repo.set_status(self.store, [item_id], status, datetime.now(UTC))
-        await self._unindex(rows[0].person_id, [item_id])
+        await self.unrecall(rows[0].person_id, [item_id])
 
     async def _unindex(self, person_id: int, ids: Sequence[int]) -> None:
         index = await self.index(person_id)
@@ -460,7 +560,7 @@ class MemoryService:
                 break
         ids = [c[0] for c in chosen]
         await repo.set_status(self.store, ids, ItemStatus.FORGOTTEN, at)
-        await self._unindex(person_id, ids)
+        await self.unrecall(person_id, ids)
         if ids:
             log.info("memory: person %d asked to forget %r: items %s", person_id, what, ids)
         return Forgotten(what, tuple(chosen))
@@ -478,22 +578,19 @@ class MemoryService:
         """Candidates, score, MMR, quotas and budget, render; the trace stored with the turn."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        n = self.config.candidates
         window = resolve_window(request.text, request.at)
         searched = request.text
         if self.config.strip_speaker_names:
             searched = search_text(request.text, await self.speakers(request.person_id))
 
-        async def embed_query() -> NDArray[np.float32] | None:
-            vectors = await self._embed([searched])
-            timings["embed_ms"] = (time.perf_counter() - started) * 1000
-            return None if vectors is None else vectors[0]
+        index = await self.index(request.person_id)
+        lexical = await self.lexical(request.person_id)
 
-        # The query embedding (a worker thread) overlaps the store's searches.
-        query, found_sources, index = await asyncio.gather(
-            embed_query(),
-            repo.pack_sources(self.store, self._source_query(request, searched, window)),
-            self.index(request.person_id),
+        # The query's embedding and ANN search (a worker thread) overlap the full-text
+        # and the store's searches (a reader thread).
+        (query, ann), found_sources = await asyncio.gather(
+            self._query_and_ann(searched, index, started, timings),
+            repo.pack_sources(self.store, self._source_query(request, searched, window), lexical),
         )
         if not found_sources.lexical_first:
             self._lexical_joined.add(request.person_id)
@@ -512,9 +609,6 @@ class MemoryService:
                         self.config.time_window_max,
                     ),
                 )
-        ann: list[tuple[int, float]] = []
-        if query is not None and index is not None:
-            ann = await asyncio.to_thread(index.search, query, n)
         timings["search_ms"] = (time.perf_counter() - started) * 1000
         sources: dict[int, set[str]] = {}
         for name, ids in (
@@ -570,6 +664,31 @@ class MemoryService:
                 )
             )
         return Pack(result.text, result.tokens, result.kept, result, window, timings)
+
+    async def _query_and_ann(
+        self, searched: str, index: PersonIndex | None, started: float, timings: dict[str, float]
+    ) -> tuple[NDArray[np.float32] | None, list[tuple[int, float]]]:
+        """The query vector and its nearest items."""
+        embedder, n = self.embedder, self.config.candidates
+        if embedder is None:
+            return None, []
+        # ONNX Runtime takes concurrent calls, so a query needs no queue: embedding and
+        # search go as one call to a worker thread, with no hop back to the loop between.
+        if getattr(embedder, "query_runtime", "") == "onnx":
+
+            def embed_and_search() -> tuple[NDArray[np.float32], list[tuple[int, float]]]:
+                vector = embedder.embed([searched])[0]
+                timings["embed_ms"] = (time.perf_counter() - started) * 1000
+                return vector, index.search(vector, n) if index is not None else []
+
+            return await asyncio.to_thread(embed_and_search)
+        vectors = await self._embed([searched])
+        timings["embed_ms"] = (time.perf_counter() - started) * 1000
+        if vectors is None:
+            return None, []
+        if index is None:
+            return vectors[0], []
+        return vectors[0], await asyncio.to_thread(index.search, vectors[0], n)
 
     def _save_trace(self, trace: MemoryTrace) -> None:
         """Store the trace beside the reply, not before it: the reply needs only the pack.

@@ -16,6 +16,7 @@ from memory.pack import (
     PackSettings,
     mmr_order,
     relevance,
+    render_line,
     select,
 )
 from memory.sanitize import MARKER, sanitize
@@ -114,6 +115,46 @@ def test_mmr_pushes_a_near_duplicate_below_a_different_item() -> None:
     scores = np.array([0.9, 0.89, 0.8])
     assert mmr_order(scores, vectors, 1.0, [1, 2, 3]) == [0, 1, 2]
     assert mmr_order(scores, vectors, 0.7, [1, 2, 3]) == [0, 2, 1]
+
+
+def test_packing_stops_the_mmr_order_once_nothing_left_can_fit() -> None:
+    rng = np.random.default_rng(3)
+    candidates = [
+        candidate(
+            i,
+            f"memory {i} " + "word " * int(rng.integers(5, 40)),
+            dense=float(rng.random()),
+            vector=unit(*rng.random(8)),
+        )
+        for i in range(1, 120)
+    ]
+    chosen = settings(budget_tokens=250)
+    result = select(candidates, chosen, query="memory", now=NOW)
+    ranked = [e for e in result.trace if e["mmr_rank"] is not None]
+    unranked = [e for e in result.trace if e["mmr_rank"] is None]
+    assert unranked, "the order should stop well before 119 candidates"
+    assert {e["reason"] for e in unranked} == {"budget"}
+    assert [e["mmr_rank"] for e in ranked] == list(range(len(ranked)))
+    # The pack is what walking the whole MMR order would give: the first items of it,
+    # in that order, that fit what the budget had left at their turn.
+    ordered = sorted(candidates, key=lambda c: c.item.id)
+    scores = {e["id"]: e["score"] for e in result.trace}
+    order = mmr_order(
+        np.array([scores[c.item.id] for c in ordered]),
+        np.stack([c.vector for c in ordered if c.vector is not None]),
+        chosen.mmr_lambda,
+        [c.item.id for c in ordered],
+    )
+    room = chosen.budget_tokens * 4 - len(HEADER) - len(FOOTER)
+    expected = []
+    for index in order:
+        item = ordered[index].item
+        cost = len(render_line(item, sanitize(item.content).text, item.speaker)) + 1
+        if cost <= room:
+            expected.append(item.id)
+            room -= cost
+    assert set(result.kept) == set(expected)
+    assert [e["id"] for e in ranked] == [ordered[i].item.id for i in order[: len(ranked)]]
 
 
 def test_the_budget_is_hard_and_the_pack_is_deterministic() -> None:

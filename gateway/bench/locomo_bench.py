@@ -284,7 +284,11 @@ async def prepare(
     started = time.perf_counter()
     for path in files:
         conversation = await asyncio.to_thread(load_conversation, path)
-        conversations.append((conversation, await replay(store, service, conversation)))
+        person_id = await replay(store, service, conversation)
+        # Built in the background at a person's first pack otherwise (FTS5 answers
+        # meanwhile): every question here is asked of the finished index.
+        await service.lexical(person_id, wait=True)
+        conversations.append((conversation, person_id))
     return store, service, conversations, time.perf_counter() - started
 
 
