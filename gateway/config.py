@@ -316,10 +316,14 @@ class MemoryConfig:
     # Messages further apart than this are not neighbours.
     neighbour_gap_s: float = 21600.0
     # Relevance = dense (scaled) + lexical_weight * BM25 (scaled) + neighbour_weight *
-    # the best adjacent message's; x (1 + speaker_boost) for turns of a person the
+    # the best adjacent message's (+ answer_weight for the previous message when it is
+    # another speaker's question: this one answers it) + session_weight * the best of
+    # the same conversation and day; x (1 + speaker_boost) for turns of a person the
     # message names; x (1 + time_boost) inside the message's time window.
     lexical_weight: float = 0.5
     neighbour_weight: float = 0.3
+    answer_weight: float = 0.3
+    session_weight: float = 0.6
     speaker_boost: float = 1.0
     time_boost: float = 0.5
     # The names of the people in the conversation say who, not what: they are left
@@ -571,6 +575,8 @@ def _validate_memory(memory: MemoryConfig) -> None:
             "neighbour_gap_s",
             "lexical_weight",
             "neighbour_weight",
+            "answer_weight",
+            "session_weight",
             "speaker_boost",
             "time_boost",
             "persona_min_items",

@@ -6,8 +6,11 @@ byte for byte (ties break on item id). The service gathers the candidates
 module decides and explains. Relevance fuses the dense cosine (scaled over
 the candidates) with BM25 (scaled by the best hit), adds a share of the best
 adjacent message's relevance (an answer is often the turn after the
-question that names the topic), favours turns by a person the message names
-and those inside the message's time window.
+question that names the topic), a larger share for the reply to another
+speaker's question, and a share of the best relevance of the same day of the
+same conversation (a conversation about the topic holds more of it than its
+best-matching turn shows); it favours turns by a person the message names and
+those inside the message's time window.
 """
 
 from __future__ import annotations
@@ -82,6 +85,10 @@ class PackSettings:
     mmr_lambda: float = 0.7
     lexical_weight: float = 0.5
     neighbour_weight: float = 0.3
+    # Added to neighbour_weight for a turn after another speaker's question (its answer).
+    answer_weight: float = 0.3
+    # Share of the best relevance among the candidates of the same conversation and day.
+    session_weight: float = 0.6
     speaker_boost: float = 0.3
     time_boost: float = 0.5
     frequency_half_count: float = 3.0
@@ -149,6 +156,39 @@ def search_text(message: str, names: Iterable[str]) -> str:
     return left if re.search(r"\w", left) else message
 
 
+# A turn asks when a question mark closes it or its last clause ("Is that your
+# third one? Congrats!" still asks).
+QUESTION_TAIL = 40
+
+
+def asks(text: str) -> bool:
+    """Whether the text asks something (a question mark near its end)."""
+    return "?" in text.rstrip()[-QUESTION_TAIL:]
+
+
+def _answers(before: MemoryView, item: MemoryView) -> bool:
+    """``item`` replies to a question ``before`` put to its speaker."""
+    asker = before.speaker or before.role
+    return asks(before.content) and asker != (item.speaker or item.role)
+
+
+def _session_best(
+    candidates: Sequence[Candidate], base: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Each episode's best ``base`` among the episodes of its conversation and day; 0 else."""
+    keys = [
+        (c.item.conversation_id, c.item.occurred_at.date())
+        if c.item.type is ItemType.EPISODE
+        else None
+        for c in candidates
+    ]
+    best: dict[tuple[int | None, date], float] = {}
+    for key, value in zip(keys, base, strict=True):
+        if key is not None:
+            best[key] = max(best.get(key, 0.0), float(value))
+    return np.array([0.0 if key is None else best[key] for key in keys])
+
+
 def _in_window(item: MemoryView, window: TimeWindow) -> bool:
     if window.contains(item.occurred_at.date()):
         return True
@@ -174,9 +214,19 @@ def relevance(
     position = {c.item.id: i for i, c in enumerate(candidates)}
     fused = base.copy()
     for i, c in enumerate(candidates):
-        around = [position[n] for n in (c.prev_id, c.next_id) if n is not None and n in position]
-        if around:
-            fused[i] += settings.neighbour_weight * max(base[j] for j in around)
+        shares = []
+        if c.prev_id is not None and c.prev_id in position:
+            j = position[c.prev_id]
+            weight = settings.neighbour_weight
+            if _answers(candidates[j].item, c.item):
+                weight += settings.answer_weight
+            shares.append(weight * base[j])
+        if c.next_id is not None and c.next_id in position:
+            shares.append(settings.neighbour_weight * base[position[c.next_id]])
+        if shares:
+            fused[i] += max(shares)
+    if settings.session_weight > 0:
+        fused += settings.session_weight * _session_best(candidates, base)
     named = _named_speakers(query, candidates)
     if len(named) == 1:
         (speaker,) = named

@@ -708,7 +708,8 @@ async def fetch_with_neighbours(
     dict[int, tuple[MemoryView, NDArray[np.float32] | None]],
     dict[int, tuple[int | None, int | None]],
 ]:
-    """The items and, for the episode ``hits``, their neighbours (fetched too) and links."""
+    """The items and, for the episode ``hits``, their neighbours (fetched too); the links
+    of every episode fetched, so adjacent candidates point at each other."""
     wanted = set(ids)
     return await store.read(lambda connection: _with_neighbours(connection, wanted, hits))
 
@@ -719,10 +720,17 @@ def _with_neighbours(
     dict[int, tuple[MemoryView, NDArray[np.float32] | None]],
     dict[int, tuple[int | None, int | None]],
 ]:
-    links: dict[int, tuple[int | None, int | None]] = {}
-    if hits:
-        statement, params = _links_statement(hits)
-        links = {int(r[0]): (r[1], r[2]) for r in connection.execute(statement, params)}
+    links = _links(connection, hits)
     wanted = ids | {n for pair in links.values() for n in pair if n is not None}
+    # Not only the hits: an answer two turns after a hit, or a hit found by both
+    # searches, is adjacent to another candidate without being a best hit itself.
+    links |= _links(connection, sorted(wanted - links.keys()))
     rows = connection.execute(_recallable(wanted)).all() if wanted else []
     return {row[0]: _view_and_vector(row) for row in rows}, links
+
+
+def _links(connection: Connection, ids: Sequence[int]) -> dict[int, tuple[int | None, int | None]]:
+    if not ids:
+        return {}
+    statement, params = _links_statement(ids)
+    return {int(r[0]): (r[1], r[2]) for r in connection.execute(statement, params)}

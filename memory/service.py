@@ -128,6 +128,8 @@ def pack_settings(memory: MemoryConfig) -> PackSettings:
         mmr_lambda=memory.mmr_lambda,
         lexical_weight=memory.lexical_weight,
         neighbour_weight=memory.neighbour_weight,
+        answer_weight=memory.answer_weight,
+        session_weight=memory.session_weight,
         speaker_boost=memory.speaker_boost,
         time_boost=memory.time_boost,
         frequency_half_count=memory.frequency_half_count,

@@ -102,6 +102,43 @@ def test_relevance_fuses_dense_lexical_and_neighbours() -> None:
     assert rel[1] > rel[2]
 
 
+def test_the_answer_to_another_speakers_question_gets_a_larger_share() -> None:
+    asked = candidate(1, "Nice painting! What inspired it?", dense=0.9, speaker="Alex")
+    answer = candidate(2, "A visit to the LGBTQ center.", dense=0.2, speaker="Sam")
+    said = candidate(3, "Nice painting! I love the colours.", dense=0.9, speaker="Alex")
+    follow = candidate(4, "A visit to the LGBTQ center.", dense=0.2, speaker="Sam")
+    own = candidate(5, "Nice painting! What inspired it?", dense=0.9, speaker="Sam")
+    more = candidate(6, "A visit to the LGBTQ center.", dense=0.2, speaker="Sam")
+    for before, after in ((asked, answer), (said, follow), (own, more)):
+        before.next_id, after.prev_id = after.item.id, before.item.id
+    group = [asked, answer, said, follow, own, more]
+    rel = relevance(group, settings(answer_weight=0.3, session_weight=0.0), "painting", None)
+    # The reply to Alex's question beats the turn after a statement and the turn
+    # after the speaker's own question; without answer_weight all three are equal.
+    assert rel[1] > rel[3]
+    assert rel[1] > rel[5]
+    assert rel[3] == pytest.approx(rel[5])
+    flat = relevance(group, settings(answer_weight=0.0, session_weight=0.0), "painting", None)
+    assert flat[1] == pytest.approx(flat[3])
+
+
+def test_relevance_shares_the_best_of_the_same_conversation_and_day() -> None:
+    hit = candidate(1, "I painted a sunset.", dense=0.9, age_days=3)
+    same_day = candidate(2, "It took me all week.", dense=0.3, age_days=3)
+    other_day = candidate(3, "It took me all week.", dense=0.3, age_days=10)
+    fact = candidate(4, "It took me all week.", dense=0.3, age_days=3, item_type=ItemType.FACT)
+    low = candidate(5, "Hello.", dense=0.1, age_days=10)
+    group = [hit, same_day, other_day, fact, low]
+    rel = relevance(group, settings(session_weight=0.6), "painting", None)
+    # Scaled cosines 1, .25, .25, .25, 0: the hit's day adds .6 x 1, the other day .6 x .25.
+    assert rel[1] == pytest.approx((0.25 + 0.6) / 1.6)
+    assert rel[2] == pytest.approx((0.25 + 0.6 * 0.25) / 1.6)
+    # Only episodes have a day of talk to share.
+    assert rel[3] == pytest.approx(0.25 / 1.6)
+    off = relevance(group, settings(session_weight=0.0), "painting", None)
+    assert off[1] == pytest.approx(off[2]) == pytest.approx(off[3])
+
+
 def test_relevance_favours_the_person_named_in_the_message() -> None:
     sams = candidate(1, "I started pottery.", dense=0.5, speaker="Sam Lee")
     alexs = candidate(2, "I started pottery.", dense=0.5, speaker="Alex")

@@ -315,6 +315,8 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
             "mmr_lambda": settings.mmr_lambda,
             "lexical_weight": settings.lexical_weight,
             "neighbour_weight": settings.neighbour_weight,
+            "answer_weight": settings.answer_weight,
+            "session_weight": settings.session_weight,
             "speaker_boost": settings.speaker_boost,
             "time_boost": settings.time_boost,
             "candidates": config.memory.candidates,
