@@ -93,6 +93,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 STORE_MARK = "bench-pack.json"
+WARM_UP = 20
 SEED = 7
 
 
@@ -143,11 +144,16 @@ async def run(config: Config, items: int, queries: int) -> dict[str, Any]:
         ingest_s = time.perf_counter() - began
         rng = random.Random(SEED + 1)
         asked = datetime(2022, 1, 1, tzinfo=UTC) + timedelta(days=731)
-        # Warm-up: the first pack opens caches and the indexes; it is not counted.
+        # The person's indexes are opened first (timed: the in-memory full text is built).
         began = time.perf_counter()
         await service.lexical(address.person_id, wait=True)
         lexical_s = time.perf_counter() - began
-        await service.build_pack(PackRequest(address.person_id, "warm up", asked))
+        # The first packs also read the store's pages from disk into SQLite's and the
+        # OS's caches: WARM_UP packs of other questions, not counted, so the figures
+        # are a running gateway's.
+        warm = random.Random(SEED + 2)
+        for _ in range(WARM_UP):
+            await service.build_pack(PackRequest(address.person_id, question(warm), asked))
         timings: list[float] = []
         parts: dict[str, list[float]] = {}
         tokens: list[int] = []
