@@ -89,7 +89,7 @@ class PackSettings:
     answer_weight: float = 0.3
     # Share of the best relevance among the candidates of the same conversation and day.
     session_weight: float = 0.6
-    speaker_boost: float = 0.3
+    speaker_boost: float = 1.0
     time_boost: float = 0.5
     frequency_half_count: float = 3.0
     persona_min_items: int = 2

@@ -288,3 +288,23 @@ def test_an_empty_pack_renders_nothing_but_notes_always_show() -> None:
     assert select([], settings(), query="hi", now=NOW).text == ""
     noted = select([], settings(), query="hi", now=NOW, notes=("Stored just now: x",))
     assert "Stored just now: x" in noted.text
+
+
+def test_pack_settings_defaults_are_the_configs() -> None:
+    from gateway.config import MemoryConfig
+    from memory.service import pack_settings
+
+    configured = pack_settings(MemoryConfig())
+    bare = PackSettings(
+        budget_tokens=configured.budget_tokens, weights=configured.weights, decay=configured.decay
+    )
+    for knob in (
+        "mmr_lambda",
+        "lexical_weight",
+        "neighbour_weight",
+        "answer_weight",
+        "session_weight",
+        "speaker_boost",
+        "time_boost",
+    ):
+        assert getattr(bare, knob) == getattr(configured, knob), knob
