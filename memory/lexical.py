@@ -112,7 +112,6 @@ class LexicalIndex:
         self._ids = np.zeros(0, np.int64)
         self._lengths = np.zeros(0, np.float64)
         self._live = np.zeros(0, bool)
-        self._size = 0
         self._live_count = 0
         self._live_length = 0.0
         self._postings: dict[str, _Postings] = {}
@@ -121,10 +120,6 @@ class LexicalIndex:
     def count(self) -> int:
         """Recallable items in the index."""
         return self._live_count
-
-    def __contains__(self, item_id: int) -> bool:
-        slot = self._slot_of.get(item_id)
-        return slot is not None and bool(self._live[slot])
 
     def add(self, rows: Iterable[LexicalRow]) -> None:
         """Index new items; items indexed before and discarded since are revived."""
@@ -162,7 +157,7 @@ class LexicalIndex:
         with self._lock:
             if self._live_count == 0:
                 return []
-            size, total = self._size, float(self._live_count)
+            size, total = len(self._slot_of), float(self._live_count)
             mean_length = self._live_length / total if self._live_length > 0 else 1.0
             scores = np.zeros(size, np.float64)
             touched: list[NDArray[np.int32]] = []
@@ -212,8 +207,9 @@ class LexicalIndex:
         capacity = max(needed, capacity * 2, 1024)
         self._ids = np.resize(self._ids, capacity)
         self._lengths = np.resize(self._lengths, capacity)
+        # Not np.resize: it would fill the new slots with copies of the old flags.
         live = np.zeros(capacity, bool)
-        live[: self._size] = self._live[: self._size]
+        live[: len(self._live)] = self._live
         self._live = live
 
     def _append(
@@ -222,7 +218,7 @@ class LexicalIndex:
         counts: Sequence[tuple[int, str, str, int]],
         lengths: dict[int, int],
     ) -> None:
-        first = self._size
+        first = len(self._slot_of)
         slots: dict[int, int] = {}
         for item_id, _, _ in rows:
             if item_id not in self._slot_of and item_id not in slots:
@@ -234,7 +230,6 @@ class LexicalIndex:
             self._lengths[slot] = lengths.get(item_id, 0)
             self._live[slot] = True
             self._live_length += lengths.get(item_id, 0)
-        self._size = first + len(slots)
         self._live_count += len(slots)
         # Weighted count per (stem, item): FTS5 sums each column's hits times its weight.
         per_stem: dict[str, dict[int, float]] = {}

@@ -378,12 +378,12 @@ def select(
         entry.decision, entry.reason = "kept", "pinned" if pinned else "packed"
         kept.append(entry)
 
-    by_score = sorted(scored, key=lambda e: (-e.score, e.candidate.item.id))
     for pinned_type, minimum in (
         (ItemType.PERSONA, settings.persona_min_items),
         (ItemType.RELATIONAL, settings.relational_min_items),
     ):
-        for entry in [e for e in by_score if e.candidate.item.type is pinned_type][:minimum]:
+        of_type = [e for e in scored if e.candidate.item.type is pinned_type]
+        for entry in sorted(of_type, key=lambda e: (-e.score, e.candidate.item.id))[:minimum]:
             consider(entry, pinned=True)
     # Once no candidate left could fit what is left of the budget, the rest of the
     # MMR order cannot change the pack: it is not computed (those stay "budget").

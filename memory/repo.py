@@ -392,33 +392,34 @@ async def indexable_ids(store: Store, person_id: int) -> list[int]:
         return list(rows.all())
 
 
+async def _lexical_rows(
+    store: Store, statement: Select[int, str, str]
+) -> list[tuple[int, str, str]]:
+    async with store.reader() as session:
+        rows = await session.execute(statement)
+        return [(int(r[0]), r[1], r[2] or "") for r in rows]
+
+
+def _recallable_text(*where: ColumnElement[bool]) -> Select[int, str, str]:
+    """(id, content, speaker) of recallable items, by id."""
+    return (
+        select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker)
+        .where(MemoryItem.status == ItemStatus.ACTIVE, *where)
+        .order_by(MemoryItem.id)
+    )
+
+
 async def lexical_rows(
     store: Store, person_id: int, after_id: int, limit: int
 ) -> list[tuple[int, str, str]]:
     """(id, content, speaker) of the person's recallable items after ``after_id``, by id."""
-    async with store.reader() as session:
-        rows = await session.execute(
-            select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker)
-            .where(
-                MemoryItem.person_id == person_id,
-                MemoryItem.status == ItemStatus.ACTIVE,
-                MemoryItem.id > after_id,
-            )
-            .order_by(MemoryItem.id)
-            .limit(limit)
-        )
-        return [(int(r[0]), r[1], r[2] or "") for r in rows]
+    statement = _recallable_text(MemoryItem.person_id == person_id, MemoryItem.id > after_id)
+    return await _lexical_rows(store, statement.limit(limit))
 
 
 async def lexical_rows_of(store: Store, ids: Sequence[int]) -> list[tuple[int, str, str]]:
     """(id, content, speaker) of those of ``ids`` that are recallable."""
-    async with store.reader() as session:
-        rows = await session.execute(
-            select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker).where(
-                MemoryItem.id.in_(list(ids)), MemoryItem.status == ItemStatus.ACTIVE
-            )
-        )
-        return [(int(r[0]), r[1], r[2] or "") for r in rows]
+    return await _lexical_rows(store, _recallable_text(MemoryItem.id.in_(list(ids))))
 
 
 async def vectors(store: Store, ids: Sequence[int], chunk: int = 5000) -> NDArray[np.float32]:

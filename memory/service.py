@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -176,6 +177,7 @@ def _day_bounds(window: TimeWindow) -> tuple[datetime, datetime]:
     return start, end
 
 
+@functools.cache
 def single_threaded_blas() -> None:
     """numpy's BLAS on one thread, for the whole process.
 
@@ -187,6 +189,7 @@ def single_threaded_blas() -> None:
     """
     from threadpoolctl import threadpool_limits
 
+    # Once: threadpoolctl inspects every loaded library to find the BLAS.
     threadpool_limits(limits=1, user_api="blas")
 
 
@@ -391,7 +394,7 @@ class MemoryService:
         for item_id, item in zip(ids, items, strict=True):
             if item.status is ItemStatus.ACTIVE and item.person_id in self._lexical:
                 recallable.setdefault(item.person_id, []).append(
-                    (item_id, item.content, item.speaker or "")
+                    (item_id, item.content, item.speaker)
                 )
         for person_id, found in recallable.items():
             await asyncio.to_thread(self._lexical[person_id].add, found)
