@@ -21,6 +21,7 @@ from gateway.app import GATEWAY, Gateway, create_app
 from gateway.brains.base import Brain
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
+from gateway.store import Store
 
 _real_connect = socket.socket.connect
 
@@ -79,6 +80,13 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> Config:
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
     return make_config(tmp_path)
+
+
+@pytest.fixture
+async def store(config: Config) -> AsyncIterator[Store]:
+    """The store of ``config``, migrated and open."""
+    async with Store(config.database_url) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +22,6 @@ from memory.lexical import Fts5Tokenizer, LexicalIndex
 from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType
-from tests.conftest import make_config
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SAID = [
@@ -36,17 +34,6 @@ SAID = [
     ("Lisbon, Lisbon, Lisbon: I can't stop talking about it", "Ada"),
     ("Ana asked about Sam's trip", "Ana"),
 ]
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Config:
-    return make_config(tmp_path, memory={"embedder": "none"})
-
-
-@pytest.fixture
-async def store(config: Config) -> AsyncIterator[Store]:
-    async with Store(config.database_url) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
-
-from gateway.config import Config
 from gateway.store import Store
 from gateway.store.repo import resolve_address
 from memory import repo
 from memory.repo import NewItem
 from memory.types import ItemType
-from tests.conftest import make_config
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Config:
-    return make_config(tmp_path, memory={"embedder": "none"})
-
-
-@pytest.fixture
-async def store(config: Config) -> AsyncIterator[Store]:
-    async with Store(config.database_url) as opened:
-        yield opened
 
 
 async def test_every_fetched_episode_has_its_links(store: Store) -> None:

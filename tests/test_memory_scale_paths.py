@@ -7,11 +7,8 @@ after the pack but before reinforcement reads it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 
 from gateway.config import Config
@@ -21,20 +18,8 @@ from memory import repo
 from memory.repo import NewItem
 from memory.service import MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType
-from tests.conftest import make_config
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Config:
-    return make_config(tmp_path, memory={"embedder": "none"})
-
-
-@pytest.fixture
-async def store(config: Config) -> AsyncIterator[Store]:
-    async with Store(config.database_url) as opened:
-        yield opened
 
 
 async def person(store: Store, name: str) -> Address:
