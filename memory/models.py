@@ -50,6 +50,8 @@ class MemoryItem(Base):
         Index("ix_memory_items_person_state", "person_id", "status", "tier"),
         Index("ix_memory_items_person_type", "person_id", "type"),
         Index("ix_memory_items_conversation", "conversation_id", "id"),
+        # The pack's previous/next episode of each candidate (migration 0008).
+        Index("ix_memory_items_episode_links", "conversation_id", "type", "status", "id"),
         Index("ix_memory_items_person_ref", "person_id", "source_ref"),
         # The pack's active topic, pinned items and time window (migration 0006).
         Index("ix_memory_items_person_touched", "person_id", "status", "last_accessed_at"),

@@ -17,10 +17,10 @@ from numpy.typing import NDArray
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Row,
     Select,
     Subquery,
-    TextClause,
+    bindparam,
+    case,
     func,
     insert,
     select,
@@ -29,6 +29,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.orm import aliased
 
 from gateway.store import Store
 from gateway.store.models import Person, utcnow
@@ -135,7 +136,7 @@ def _recallable(ids: Iterable[int]) -> Select[Any]:
     )
 
 
-def _view_and_vector(row: Row[Any]) -> tuple[MemoryView, NDArray[np.float32] | None]:
+def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32] | None]:
     # Unpacked by position (the order of _VIEW_COLUMNS): a Row's attributes are
     # looked up by name, a few microseconds per item.
     (
@@ -359,23 +360,6 @@ async def window_ids(
     async with store.reader() as session:
         rows = await session.scalars(_window_query(person_id, start, end, days, limit))
         return list(rows.all())
-
-
-def _links_statement(ids: Sequence[int]) -> tuple[TextClause, dict[str, int]]:
-    """For each episode: the previous and next recallable episode of its conversation."""
-    placeholders = ", ".join(f":id{i}" for i in range(len(ids)))
-    statement = text(
-        "SELECT h.id, "
-        "(SELECT p.id FROM memory_items p WHERE p.conversation_id = h.conversation_id "
-        " AND p.type = 'episode' AND p.status = 'active' AND p.id < h.id "
-        " ORDER BY p.id DESC LIMIT 1), "
-        "(SELECT n.id FROM memory_items n WHERE n.conversation_id = h.conversation_id "
-        " AND n.type = 'episode' AND n.status = 'active' AND n.id > h.id "
-        " ORDER BY n.id LIMIT 1) "
-        f"FROM memory_items h WHERE h.id IN ({placeholders}) "
-        "AND h.type = 'episode' AND h.conversation_id IS NOT NULL"
-    )
-    return statement, {f"id{i}": item_id for i, item_id in enumerate(ids)}
 
 
 async def indexable_ids(store: Store, person_id: int) -> list[int]:
@@ -654,6 +638,85 @@ class SourceQuery:
     lexical_first: bool = True
 
 
+def _adjacent(later: bool) -> Any:
+    """The recallable episode right before (or after) the row's, in its conversation."""
+    other = aliased(MemoryItem)
+    return (
+        select(other.id)
+        .where(
+            other.conversation_id == MemoryItem.conversation_id,
+            other.type == ItemType.EPISODE,
+            other.status == ItemStatus.ACTIVE,
+            other.id > MemoryItem.id if later else other.id < MemoryItem.id,
+        )
+        .order_by(other.id if later else other.id.desc())
+        .limit(1)
+        .correlate(MemoryItem)
+        .scalar_subquery()
+    )
+
+
+def _episode_link(later: bool) -> Any:
+    is_episode = (MemoryItem.type == ItemType.EPISODE) & MemoryItem.conversation_id.is_not(None)
+    return case((is_episode, _adjacent(later)), else_=None)
+
+
+# Recallable items by id with, for episodes, the previous and next recallable episode
+# of their conversation: the pack's candidates and their links in one statement. Built
+# once, its id list an expanding parameter: a statement built per call cost SQLAlchemy
+# more than SQLite's own time (a text with one placeholder per id: ~1.8 ms per 150
+# ids). ``ix_memory_items_episode_links`` (migration 0008) answers the links from the
+# index alone.
+_RECALLABLE_LINKED = select(*_VIEW_COLUMNS, _episode_link(False), _episode_link(True)).where(
+    MemoryItem.id.in_(bindparam("ids", expanding=True)),
+    MemoryItem.status == ItemStatus.ACTIVE,
+)
+
+ItemRow = tuple[MemoryView, NDArray[np.float32] | None]
+Links = tuple[int | None, int | None]
+
+
+@dataclass
+class Fetched:
+    """Candidate rows read so far for one pack, and each episode's links.
+
+    A pack reads in two steps: the searches that need no query vector fetch
+    their items while the query is still being embedded (``pack_sources``), and
+    ``fetch_more`` then reads only what the ANN search and the best hits'
+    neighbours add. ``tried`` holds every id asked for, so an item that is not
+    recallable is never asked for again.
+    """
+
+    rows: dict[int, ItemRow] = field(default_factory=dict)
+    links: dict[int, Links] = field(default_factory=dict)
+    tried: set[int] = field(default_factory=set)
+
+    def neighbours(self, hits: Iterable[int]) -> set[int]:
+        return {n for h in hits for n in self.links.get(h, (None, None)) if n is not None}
+
+    def complete(self, ids: Iterable[int], hits: Sequence[int]) -> bool:
+        """Whether ``ids``, ``hits`` and the hits' neighbours are all read."""
+        return set(ids) | set(hits) | self.neighbours(hits) <= self.tried
+
+    def read(self, connection: Connection, ids: Iterable[int], hits: Sequence[int] = ()) -> None:
+        """Read ``ids`` and the neighbours of ``hits``, each episode with its links."""
+        self._read(connection, set(ids) | set(hits))
+        # Every episode read knows its links, not only the hits': an answer two turns
+        # after a hit, or a hit found by both searches, is adjacent to another
+        # candidate without being a best hit itself.
+        self._read(connection, self.neighbours(hits))
+
+    def _read(self, connection: Connection, ids: set[int]) -> None:
+        new = sorted(ids - self.tried)
+        if not new:
+            return
+        self.tried.update(new)
+        for row in connection.execute(_RECALLABLE_LINKED, {"ids": new}):
+            self.rows[row[0]] = _view_and_vector(row[:-2])
+            if row[-2] is not None or row[-1] is not None:
+                self.links[row[0]] = (row[-2], row[-1])
+
+
 @dataclass(frozen=True)
 class Sources:
     lexical: list[tuple[int, float]]
@@ -662,12 +725,15 @@ class Sources:
     window: list[int]
     # Whether the unjoined full-text search sufficed (see ``_ranked_hits``).
     lexical_first: bool = True
+    # Their items, already read (with their links): see ``Fetched``.
+    fetched: Fetched = field(default_factory=Fetched)
 
 
 async def pack_sources(
     store: Store, query: SourceQuery, lexical: LexicalIndex | None = None
 ) -> Sources:
-    """Full text, pinned, active topic and time window candidates, in one reader call.
+    """Full text, pinned, active topic and time window candidates, and their items, in one
+    reader call.
 
     Full text comes from the person's in-memory ``lexical`` index when it is
     ready, else from the store's FTS5 table (SQLite only).
@@ -688,10 +754,12 @@ def _pack_sources(
         lexical, lexical_first = _ranked_hits(
             connection, query.person_id, expression, query.limit, query.lexical_first
         )
-    pinned = connection.execute(_pinned_query(query.person_id, query.pinned_max)).scalars()
-    topic = connection.execute(
-        _topic_query(query.person_id, query.topic_since, query.topic_max)
-    ).scalars()
+    pinned = list(connection.execute(_pinned_query(query.person_id, query.pinned_max)).scalars())
+    topic = list(
+        connection.execute(
+            _topic_query(query.person_id, query.topic_since, query.topic_max)
+        ).scalars()
+    )
     window: list[int] = []
     if query.window is not None:
         start, end, first, last = query.window
@@ -700,38 +768,18 @@ def _pack_sources(
                 _window_query(query.person_id, start, end, (first, last), query.window_max)
             ).scalars()
         )
-    return Sources(lexical, list(pinned), list(topic), window, lexical_first)
+    fetched = Fetched()
+    fetched.read(connection, [i for i, _ in lexical] + pinned + topic + window)
+    return Sources(lexical, pinned, topic, window, lexical_first, fetched)
 
 
-async def fetch_with_neighbours(
-    store: Store, ids: Iterable[int], hits: Sequence[int]
-) -> tuple[
-    dict[int, tuple[MemoryView, NDArray[np.float32] | None]],
-    dict[int, tuple[int | None, int | None]],
-]:
-    """The items and, for the episode ``hits``, their neighbours (fetched too); the links
-    of every episode fetched, so adjacent candidates point at each other."""
-    wanted = set(ids)
-    return await store.read(lambda connection: _with_neighbours(connection, wanted, hits))
-
-
-def _with_neighbours(
-    connection: Connection, ids: set[int], hits: Sequence[int]
-) -> tuple[
-    dict[int, tuple[MemoryView, NDArray[np.float32] | None]],
-    dict[int, tuple[int | None, int | None]],
-]:
-    links = _links(connection, hits)
-    wanted = ids | {n for pair in links.values() for n in pair if n is not None}
-    # Not only the hits: an answer two turns after a hit, or a hit found by both
-    # searches, is adjacent to another candidate without being a best hit itself.
-    links |= _links(connection, sorted(wanted - links.keys()))
-    rows = connection.execute(_recallable(wanted)).all() if wanted else []
-    return {row[0]: _view_and_vector(row) for row in rows}, links
-
-
-def _links(connection: Connection, ids: Sequence[int]) -> dict[int, tuple[int | None, int | None]]:
-    if not ids:
-        return {}
-    statement, params = _links_statement(ids)
-    return {int(r[0]): (r[1], r[2]) for r in connection.execute(statement, params)}
+async def fetch_more(
+    store: Store, fetched: Fetched, ids: Iterable[int], hits: Sequence[int]
+) -> Fetched:
+    """``fetched`` completed with ``ids`` and, for the episode ``hits``, their neighbours;
+    every episode read knows its links, so adjacent candidates point at each other.
+    Needs no store when the first step read them all."""
+    ids = set(ids)
+    if not fetched.complete(ids, hits):
+        await store.read(lambda connection: fetched.read(connection, ids, hits))
+    return fetched

@@ -592,7 +592,7 @@ class MemoryService:
         lexical = await self.lexical(request.person_id)
 
         # The query's embedding and ANN search (a worker thread) overlap the full-text
-        # and the store's searches (a reader thread).
+        # and the store's searches, and the reading of what they found (a reader thread).
         (query, ann), found_sources = await asyncio.gather(
             self._query_and_ann(searched, index, started, timings),
             repo.pack_sources(self.store, self._source_query(request, searched, window), lexical),
@@ -625,9 +625,10 @@ class MemoryService:
         ):
             for item_id in ids:
                 sources.setdefault(item_id, set()).add(name)
-        found, links = await repo.fetch_with_neighbours(
-            self.store, sources, self._best_hits(ann, found_sources.lexical)
+        fetched = await repo.fetch_more(
+            self.store, found_sources.fetched, sources, self._best_hits(ann, found_sources.lexical)
         )
+        found, links = fetched.rows, fetched.links
         lexical_of = dict(found_sources.lexical)
         candidates = {
             item_id: self._candidate(
