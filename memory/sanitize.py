@@ -71,8 +71,34 @@ class Sanitized:
         return bool(self.rules)
 
 
+# Words and marks without one of which no rule can match: every alternative of every
+# rule contains one (case aside). Most memories hold none, and looking for plain
+# substrings costs far less than the four rules (a pack sanitises ~70 candidates).
+# A regex alternation of them was slower than the rules themselves.
+_NEEDED = (
+    *("ignore", "disregard", "forget", "override", "bypass"),  # override
+    *("now", "pretend", "act", "enter"),  # role_change
+    *("<", "[", "#", "system", "developer"),  # fake_tag
+    *("reveal", "print", "show", "repeat", "output", "leak", "send", "post", "upload"),
+    *("email", "forward", "exfiltrate"),  # exfiltration
+)
+
+
+# The rules ignore case as ``re`` does, which also takes these for "i" and "s"
+# (the long s of "send your API keys ..."); ``str.lower`` does not, so they are mapped first.
+_RE_CASE_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+
+
 def sanitize(text: str) -> Sanitized:
     """``text`` with instruction-like spans replaced by ``MARKER``; which rules fired."""
+    lowered = text.translate(_RE_CASE_FOLDS).lower()
+    if not any(word in lowered for word in _NEEDED):
+        return Sanitized(text)
+    return apply_rules(text)
+
+
+def apply_rules(text: str) -> Sanitized:
+    """Every rule over ``text``, without the quick check (``sanitize`` is the one to call)."""
     fired: list[str] = []
     for name, pattern in _RULES:
 
