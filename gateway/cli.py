@@ -173,6 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="keep the synthetic store in this folder and reuse it when it already holds N items",
     )
+    pack.add_argument(
+        "--back-to-back",
+        action="store_true",
+        help="start each pack as soon as the last returned, beside its trace write",
+    )
     pack.add_argument("--json", action="store_true")
     bench.set_defaults(func=cmd_bench)
 
