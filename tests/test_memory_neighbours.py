@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
+
+import numpy as np
 
 from gateway.store import Store
 from gateway.store.repo import resolve_address
 from memory import repo
+from memory.pack import MemoryView
 from memory.repo import NewItem
-from memory.types import ItemStatus, ItemType
+from memory.types import ItemStatus, ItemType, Tier
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -67,3 +70,78 @@ async def test_reading_in_two_steps_gives_what_one_read_gives(store: Store) -> N
     # Links skip what is not recallable: the forgotten turn is no one's neighbour.
     assert more.links[ids[5]] == (ids[4], ids[7])
     assert more.complete({ids[4]}, hits)
+
+
+async def test_the_packs_rows_read_as_the_orm_reads_them(store: Store) -> None:
+    who = await resolve_address(store, "webchat", "session-Ada", display_name="Ada")
+    (item_id,) = await repo.insert_items(
+        store,
+        [
+            NewItem(
+                person_id=who.person_id,
+                type=ItemType.PREFERENCE,
+                content="Ada likes night trains",
+                occurred_at=datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC),
+                speaker="Ada",
+                role="user",
+                conversation_id=who.conversation_id,
+                source_message_ids=(7, 9),
+                source_ref="D1:3",
+                priority=0.6,
+                refers_start=date(2025, 2, 27),
+                refers_end=date(2025, 3, 2),
+                vector=np.array([0.6, 0.8], dtype=np.float32),
+            )
+        ],
+    )
+    at = datetime(2025, 3, 4, 8, 30, tzinfo=UTC)
+    await repo.reinforce(store, [repo.Reinforcement(item_id, 0.5, accessed=True)], at)
+    await repo.set_tiers(store, {item_id: Tier.WARM})
+
+    fetched = await repo.fetch_more(store, repo.Fetched(), {item_id}, [])
+    view, vector = fetched.rows[item_id]
+    (orm,) = await repo.get_items(store, [item_id])
+    assert view == MemoryView(
+        id=orm.id,
+        type=orm.type,
+        content=orm.content,
+        speaker=orm.speaker,
+        role=orm.role,
+        occurred_at=orm.occurred_at,
+        priority=orm.priority,
+        access_count=orm.access_count,
+        strength=orm.strength,
+        last_accessed_at=orm.last_accessed_at,
+        tier=orm.tier,
+        conversation_id=orm.conversation_id,
+        source_message_ids=tuple(orm.source_message_ids),
+        source_ref=orm.source_ref,
+        refers_start=orm.refers_start,
+        refers_end=orm.refers_end,
+    )
+    # And what was stored, so the comparison is not of two equal mistakes.
+    assert view.type is ItemType.PREFERENCE
+    assert view.tier is Tier.WARM
+    assert view.occurred_at == datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    assert view.last_accessed_at == at
+    assert view.access_count == 1
+    assert (view.refers_start, view.refers_end) == (date(2025, 2, 27), date(2025, 3, 2))
+    assert view.source_message_ids == (7, 9)
+    assert vector is not None
+    assert np.allclose(vector, [0.6, 0.8])
+
+
+def test_rows_convert_from_text_or_from_a_drivers_own_types() -> None:
+    # SQLite sends text; PostgreSQL's drivers send datetimes, dates and lists.
+    naive, aware = (
+        datetime(2025, 3, 1, 12, 0),
+        datetime(2025, 3, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
+    )
+    assert repo._utc("2025-03-01 12:00:00.000000") == naive.replace(tzinfo=UTC)
+    assert repo._utc(naive) == naive.replace(tzinfo=UTC)
+    assert repo._utc(aware) == naive.replace(tzinfo=UTC)
+    assert repo._utc(aware).tzinfo is UTC
+    assert repo._day("2025-02-27") == repo._day(date(2025, 2, 27)) == date(2025, 2, 27)
+    assert repo._day(None) is None
+    assert repo._ids("[7, 9]") == repo._ids([7, 9]) == (7, 9)
+    assert repo._ids(None) == repo._ids("null") == repo._ids("[]") == ()
