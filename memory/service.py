@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from gateway.config import Config, MemoryConfig
 from gateway.errors import StoreError
+from gateway.heap import freeze_long_lived
 from gateway.store import Store
 from memory import repo
 from memory.decay import DecayPolicy, content_words, hours_between, last_touch, overlap
@@ -161,6 +162,7 @@ def load_embedder(memory: MemoryConfig) -> SentenceEmbedder:
     )
     if memory.query_runtime == "onnx":
         embedder.use_onnx(model_cache(memory))
+    freeze_long_lived("embedding model loaded")
     return embedder
 
 
@@ -313,6 +315,7 @@ class MemoryService:
         # index is registered (adding one twice is harmless).
         await self._fill_lexical(index, person_id, last, chunk)
         await asyncio.to_thread(index.compact)
+        freeze_long_lived(f"full-text index of person {person_id} built")
         log.info(
             "memory: full-text index of person %d: %d items in %.1f s",
             person_id,
