@@ -40,6 +40,9 @@ HEADER = (
 )
 FOOTER = "</memory_pack>"
 CHARS_PER_TOKEN = 4
+# The least a rendered line adds to its text: "- YYYY-MM-DD #r w: " and the newline
+# (``render_line``). An item whose text and this cannot fit is not rendered to learn it.
+LINE_OVERHEAD_MIN = 20
 
 
 @dataclass(frozen=True)
@@ -352,7 +355,7 @@ def select(
         if key in seen:
             entry.reason = "duplicate"
             return
-        if used + len(item.content) > budget_chars:  # cannot fit, whatever its line adds
+        if used + len(item.content) + LINE_OVERHEAD_MIN > budget_chars:  # cannot fit
             entry.reason = "budget"
             return
         clean, speaker = sanitize(item.content), sanitize(item.speaker)
@@ -387,15 +390,20 @@ def select(
             consider(entry, pinned=True)
     # Once no candidate left could fit what is left of the budget, the rest of the
     # MMR order cannot change the pack: it is not computed (those stay "budget").
-    lengths = np.array([len(c.item.content) for c in ordered], dtype=np.int64)
-    waiting = np.ones(len(ordered), dtype=bool)
+    # The shortest one not yet reached, found by walking the candidates by length.
+    lengths = [len(c.item.content) + LINE_OVERHEAD_MIN for c in ordered]
+    by_length = sorted(range(len(ordered)), key=lengths.__getitem__)
+    reached = [False] * len(ordered)
+    shortest = 0
     for rank, index in enumerate(picks):
         entry = scored[index]
         entry.mmr_rank = rank
-        waiting[index] = False
+        reached[index] = True
         if entry.decision != "kept":
             consider(entry)
-        if not waiting.any() or budget_chars - used < lengths[waiting].min():
+        while shortest < len(by_length) and reached[by_length[shortest]]:
+            shortest += 1
+        if shortest == len(by_length) or budget_chars - used < lengths[by_length[shortest]]:
             break
 
     kept.sort(key=lambda e: (-e.score, e.candidate.item.id))
