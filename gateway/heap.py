@@ -17,14 +17,12 @@ import logging
 log = logging.getLogger(__name__)
 
 
-def freeze_long_lived(why: str) -> int:
-    """Exempt every object alive now from the cyclic collector; how many are exempt.
+def freeze_long_lived(why: str) -> None:
+    """Exempt every object alive now from the cyclic collector.
 
     Call it right after loading something that stays for the process's life.
     Cheap (no collection): garbage cycles alive at that moment are exempt too and
     never collected, a few objects against hundreds of milliseconds' stalls.
     """
     gc.freeze()
-    frozen = gc.get_freeze_count()
-    log.debug("heap: %d objects exempt from collection (%s)", frozen, why)
-    return frozen
+    log.debug("heap: %d objects exempt from collection (%s)", gc.get_freeze_count(), why)

@@ -160,10 +160,11 @@ def _ids(value: str | list[int] | None) -> tuple[int, ...]:
     return tuple((json.loads(value) if isinstance(value, str) else value) or ())
 
 
-def _recallable(ids: Iterable[int]) -> Select[Any]:
-    return select(*_VIEW_COLUMNS).where(
-        MemoryItem.id.in_(sorted(set(ids))), MemoryItem.status == ItemStatus.ACTIVE
-    )
+# Recallable items (active status) by id, the ids an expanding parameter: one
+# statement for every call, so SQLAlchemy builds and caches it once.
+_RECALLABLE = select(*_VIEW_COLUMNS).where(
+    MemoryItem.id.in_(bindparam("ids", expanding=True)), MemoryItem.status == ItemStatus.ACTIVE
+)
 
 
 def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32] | None]:
@@ -217,7 +218,7 @@ async def fetch(
     if not wanted:
         return {}
     async with store.reader() as session:
-        rows = (await session.execute(_recallable(wanted))).all()
+        rows = (await session.execute(_RECALLABLE, {"ids": sorted(wanted)})).all()
     return {row[0]: _view_and_vector(row) for row in rows}
 
 
@@ -726,15 +727,12 @@ def _episode_link(later: bool) -> Any:
 
 
 # Recallable items by id with, for episodes, the previous and next recallable episode
-# of their conversation: the pack's candidates and their links in one statement. Built
-# once, its id list an expanding parameter: a statement built per call cost SQLAlchemy
-# more than SQLite's own time (a text with one placeholder per id: ~1.8 ms per 150
-# ids). ``ix_memory_items_episode_links`` (migration 0008) answers the links from the
-# index alone.
-_RECALLABLE_LINKED = select(*_VIEW_COLUMNS, _episode_link(False), _episode_link(True)).where(
-    MemoryItem.id.in_(bindparam("ids", expanding=True)),
-    MemoryItem.status == ItemStatus.ACTIVE,
-)
+# of their conversation: the pack's candidates and their links in one statement, built
+# once. A statement built per call cost SQLAlchemy more than SQLite's own time (a text
+# with a bound parameter of its own for each id: ~1.8 ms per 150 ids).
+# ``ix_memory_items_episode_links`` (migration 0008) answers the links from the index
+# alone.
+_RECALLABLE_LINKED = _RECALLABLE.add_columns(_episode_link(False), _episode_link(True))
 
 ItemRow = tuple[MemoryView, NDArray[np.float32] | None]
 Links = tuple[int | None, int | None]
