@@ -12,11 +12,13 @@ but unused ("fizzle").
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
 
 from memory.types import PINNED_RETENTION_FLOOR, PINNED_TYPES, ItemType, Tier
 
@@ -36,14 +38,19 @@ class DecayPolicy:
     reinforce_used: float = 0.5
     reinforce_unused: float = 0.1
 
-    def half_life(self, item_type: ItemType, strength: float) -> float:
-        return self.half_life_hours[item_type] * (1.0 + self.strength_growth * max(0.0, strength))
-
-    def retention(self, item_type: ItemType, strength: float, hours: float) -> float:
-        value = math.exp(-LN2 * max(0.0, hours) / self.half_life(item_type, strength))
-        if item_type in PINNED_TYPES:
-            return max(PINNED_RETENTION_FLOOR, value)
-        return value
+    def retentions(
+        self,
+        item_types: Sequence[ItemType],
+        strengths: NDArray[np.float64],
+        hours: NDArray[np.float64],
+    ) -> NDArray[np.float64]:
+        """Each item's retention (an entry per item), ``hours`` after it was last touched.
+        Many at once: a pack scores a hundred candidates, a sweep thousands of items."""
+        base = np.array([self.half_life_hours[t] for t in item_types], dtype=np.float64)
+        half_life = base * (1.0 + self.strength_growth * np.maximum(0.0, strengths))
+        value = np.exp(-LN2 * np.maximum(0.0, hours) / half_life)
+        pinned = np.array([t in PINNED_TYPES for t in item_types], dtype=bool)
+        return np.where(pinned, np.maximum(PINNED_RETENTION_FLOOR, value), value)
 
     def tier(self, retention: float) -> Tier:
         if retention >= self.tier_active:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 
 from memory.decay import DecayPolicy, hours_between, last_touch
 from memory.sanitize import sanitize
-from memory.score import ScoreWeights, Signals, combine, frequency_signal
+from memory.score import ScoreWeights, SignalColumns, frequency_signal
 from memory.timeparse import TimeWindow, resolve_window
 from memory.types import ItemType, Tier, effective_priority
 
@@ -106,15 +107,23 @@ class PackResult:
     text: str
     tokens: int
     kept: tuple[int, ...]
-    trace: tuple[dict[str, Any], ...]
     filtered: tuple[dict[str, Any], ...]
+    # Builds ``trace``. The reply needs only the text: the trace's dicts (one per
+    # candidate, a millisecond for a hundred) are built where the trace is stored,
+    # off the reply's path.
+    explain: Callable[[], tuple[dict[str, Any], ...]] = field(repr=False, compare=False)
+
+    @cached_property
+    def trace(self) -> tuple[dict[str, Any], ...]:
+        """Every candidate: its sources, signals and score, kept or dropped and why."""
+        return self.explain()
 
 
 @dataclass
 class _Scored:
     candidate: Candidate
-    relevance: float
-    signals: Signals
+    # Its row in the signal arrays.
+    index: int
     score: float
     mmr_rank: int = -1
     decision: str = "dropped"
@@ -244,14 +253,20 @@ def relevance(
     return fused / top if top > 0 else fused
 
 
-def _signals(candidate: Candidate, rel: float, settings: PackSettings, now: datetime) -> Signals:
-    item = candidate.item
-    hours = hours_between(last_touch(item.occurred_at, item.last_accessed_at), now)
-    return Signals(
+def _signals(
+    items: Sequence[MemoryView], rel: NDArray[np.float64], settings: PackSettings, now: datetime
+) -> SignalColumns:
+    hours = np.array(
+        [hours_between(last_touch(i.occurred_at, i.last_accessed_at), now) for i in items],
+        dtype=np.float64,
+    )
+    strengths = np.array([i.strength for i in items], dtype=np.float64)
+    counts = np.array([i.access_count for i in items], dtype=np.float64)
+    return SignalColumns(
         similarity=rel,
-        priority=effective_priority(item.type, item.priority),
-        recency=settings.decay.retention(item.type, item.strength, hours),
-        frequency=frequency_signal(item.access_count, settings.frequency_half_count),
+        priority=np.array([effective_priority(i.type, i.priority) for i in items]),
+        recency=settings.decay.retentions([i.type for i in items], strengths, hours),
+        frequency=frequency_signal(counts, settings.frequency_half_count),
     )
 
 
@@ -322,11 +337,10 @@ def select(
     """Choose and render the pack within ``settings.budget_tokens``; explain every candidate."""
     ordered = sorted(candidates, key=lambda c: c.item.id)
     rel = relevance(ordered, settings, query, window)
-    weights = settings.weights.normalised()
-    scored = []
-    for c, r in zip(ordered, rel, strict=True):
-        signals = _signals(c, float(r), settings, now)
-        scored.append(_Scored(c, float(r), signals, combine(weights, signals)))
+    signals = _signals([c.item for c in ordered], rel, settings, now)
+    scores = signals.scores(settings.weights.normalised())
+    listed = scores.tolist()
+    scored = [_Scored(c, i, listed[i]) for i, c in enumerate(ordered)]
     dim = next((c.vector.shape[0] for c in ordered if c.vector is not None), 1)
     vectors = (
         np.stack([c.vector if c.vector is not None else np.zeros(dim, np.float32) for c in ordered])
@@ -334,7 +348,7 @@ def select(
         else np.zeros((0, dim), np.float32)
     )
     picks = mmr_picks(
-        np.array([s.score for s in scored]),
+        scores,
         vectors,
         settings.mmr_lambda,
         [c.item.id for c in ordered],
@@ -416,14 +430,24 @@ def select(
             + "".join(e.line + "\n" for e in kept)
             + FOOTER
         )
-    trace = tuple(
+    return PackResult(
+        text=text,
+        tokens=(len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN if text else 0,
+        kept=tuple(e.candidate.item.id for e in kept),
+        filtered=tuple(filtered),
+        explain=lambda: _trace(scored, signals),
+    )
+
+
+def _trace(scored: Sequence[_Scored], signals: SignalColumns) -> tuple[dict[str, Any], ...]:
+    return tuple(
         {
             "id": e.candidate.item.id,
             "type": e.candidate.item.type.value,
             "sources": sorted(e.candidate.sources),
             "dense": None if e.candidate.dense is None else round(e.candidate.dense, 4),
             "lexical": round(e.candidate.lexical, 4),
-            "signals": e.signals.as_dict(),
+            "signals": signals.row(e.index).as_dict(),
             "score": round(e.score, 4),
             "mmr_rank": e.mmr_rank if e.mmr_rank >= 0 else None,
             "decision": e.decision,
@@ -434,11 +458,4 @@ def select(
             scored,
             key=lambda e: (e.mmr_rank < 0, e.mmr_rank, -e.score, e.candidate.item.id),
         )
-    )
-    return PackResult(
-        text=text,
-        tokens=(len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN if text else 0,
-        kept=tuple(e.candidate.item.id for e in kept),
-        trace=trace,
-        filtered=tuple(filtered),
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -594,20 +594,29 @@ async def decay_rows(store: Store, after_id: int, limit: int) -> list[DecayRow]:
         return [DecayRow(*r) for r in rows]
 
 
-async def save_trace(store: Store, trace: MemoryTrace) -> int:
+async def save_trace(
+    store: Store, trace: MemoryTrace, complete: Callable[[MemoryTrace], None] | None = None
+) -> int:
     """Store a trace (not yet added to a session); its id.
 
-    One Core insert in the store's writer thread: the JSON of a hundred candidates
-    is serialised there, not on the event loop.
+    One Core insert in the store's writer thread: ``complete`` fills in the
+    parts that are slow to build, and the JSON of a hundred candidates is
+    serialised there, not on the event loop.
     """
-    values = {
-        column.key: getattr(trace, column.key)
-        for column in MemoryTrace.__table__.columns
-        # Unset attributes are None: leave them to the columns' defaults.
-        if column.key != "id" and getattr(trace, column.key) is not None
-    }
-    statement = insert(MemoryTrace).values(values).returning(MemoryTrace.id)
-    return await store.write(lambda connection: int(connection.execute(statement).scalar_one()))
+
+    def insert_trace(connection: Connection) -> int:
+        if complete is not None:
+            complete(trace)
+        values = {
+            column.key: getattr(trace, column.key)
+            for column in MemoryTrace.__table__.columns
+            # Unset attributes are None: leave them to the columns' defaults.
+            if column.key != "id" and getattr(trace, column.key) is not None
+        }
+        statement = insert(MemoryTrace).values(values).returning(MemoryTrace.id)
+        return int(connection.execute(statement).scalar_one())
+
+    return await store.write(insert_trace)
 
 
 async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 
 @dataclass(frozen=True)
 class ScoreWeights:
@@ -32,6 +35,8 @@ class ScoreWeights:
 
 @dataclass(frozen=True)
 class Signals:
+    """One candidate's signals (a row of ``SignalColumns``)."""
+
     similarity: float
     priority: float
     recency: float
@@ -46,16 +51,35 @@ class Signals:
         }
 
 
-def frequency_signal(access_count: int, half_count: float) -> float:
-    """0 for never used, 0.5 at ``half_count`` accesses, towards 1 after."""
-    count = max(0, access_count)
-    return count / (count + half_count)
+@dataclass(frozen=True)
+class SignalColumns:
+    """The signals of every candidate of a pack, an entry per candidate in each array:
+    a pack scores a hundred candidates at once."""
+
+    similarity: NDArray[np.float64]
+    priority: NDArray[np.float64]
+    recency: NDArray[np.float64]
+    frequency: NDArray[np.float64]
+
+    def row(self, index: int) -> Signals:
+        return Signals(
+            similarity=float(self.similarity[index]),
+            priority=float(self.priority[index]),
+            recency=float(self.recency[index]),
+            frequency=float(self.frequency[index]),
+        )
+
+    def scores(self, weights: ScoreWeights) -> NDArray[np.float64]:
+        """Each candidate's weighted sum of its signals."""
+        return (
+            weights.similarity * self.similarity
+            + weights.priority * self.priority
+            + weights.recency * self.recency
+            + weights.frequency * self.frequency
+        )
 
 
-def combine(weights: ScoreWeights, signals: Signals) -> float:
-    return (
-        weights.similarity * signals.similarity
-        + weights.priority * signals.priority
-        + weights.recency * signals.recency
-        + weights.frequency * signals.frequency
-    )
+def frequency_signal(access_counts: NDArray[np.float64], half_count: float) -> NDArray[np.float64]:
+    """0 for never used, 0.5 at ``half_count`` accesses, towards 1 after (per entry)."""
+    counts = np.maximum(0.0, access_counts)
+    return counts / (counts + half_count)

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from datetime import time as clock
@@ -661,7 +661,6 @@ class MemoryService:
                     budget_tokens=self.settings.budget_tokens,
                     used_tokens=result.tokens,
                     time_window=None if window is None else window.as_dict(),
-                    candidates=list(result.trace),
                     kept_ids=list(result.kept),
                     filtered=list(result.filtered),
                     notes={
@@ -670,7 +669,8 @@ class MemoryService:
                         "notes": list(request.notes),
                         "timings_ms": {k: round(v, 2) for k, v in timings.items()},
                     },
-                )
+                ),
+                result,
             )
         return Pack(result.text, result.tokens, result.kept, result, window, timings)
 
@@ -699,13 +699,19 @@ class MemoryService:
             return vectors[0], []
         return vectors[0], await asyncio.to_thread(index.search, vectors[0], n)
 
-    def _save_trace(self, trace: MemoryTrace) -> None:
+    def _save_trace(self, trace: MemoryTrace, result: PackResult) -> None:
         """Store the trace beside the reply, not before it: the reply needs only the pack.
 
-        ``reinforce`` (after the turn) and ``aclose`` wait for it; ``traces_saved``
-        waits for every trace begun so far (the panel reads them later).
+        The candidates' entries are built in the store's writer thread, where
+        they are serialised. ``reinforce`` (after the turn) and ``aclose`` wait
+        for it; ``traces_saved`` waits for every trace begun so far (the panel
+        reads them later).
         """
-        task = asyncio.create_task(self._write_trace(trace), name="memory-trace")
+
+        def explain(unsaved: MemoryTrace) -> None:
+            unsaved.candidates = list(result.trace)
+
+        task = asyncio.create_task(self._write_trace(trace, explain), name="memory-trace")
         self._trace_writes.add(task)
         task.add_done_callback(self._trace_writes.discard)
         if trace.turn_id is not None:
@@ -717,9 +723,11 @@ class MemoryService:
         if turn_id is not None and self._trace_of_turn.get(turn_id) is task:
             del self._trace_of_turn[turn_id]
 
-    async def _write_trace(self, trace: MemoryTrace) -> int | None:
+    async def _write_trace(
+        self, trace: MemoryTrace, complete: Callable[[MemoryTrace], None]
+    ) -> int | None:
         try:
-            return await repo.save_trace(self.store, trace)
+            return await repo.save_trace(self.store, trace, complete)
         except StoreError:
             # A lost trace loses the explanation and the turn's reinforcement, never the reply.
             log.exception("memory: could not store the trace of turn %s", trace.turn_id)
@@ -886,9 +894,14 @@ class MemoryService:
             after = rows[-1].id
             changes: dict[int, Tier] = {}
             leaving: dict[int, list[int]] = {}
-            for row in rows:
-                hours = hours_between(last_touch(row.occurred_at, row.last_accessed_at), now)
-                tier = self.decay.tier(self.decay.retention(row.type, row.strength, hours))
+            hours = np.array(
+                [hours_between(last_touch(r.occurred_at, r.last_accessed_at), now) for r in rows]
+            )
+            retained = self.decay.retentions(
+                [r.type for r in rows], np.array([r.strength for r in rows]), hours
+            )
+            for row, retention in zip(rows, retained.tolist(), strict=True):
+                tier = self.decay.tier(retention)
                 stats.seen += 1
                 stats.tiers[tier.value] = stats.tiers.get(tier.value, 0) + 1
                 if tier is not row.tier:

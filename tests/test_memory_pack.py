@@ -20,8 +20,8 @@ from memory.pack import (
     select,
 )
 from memory.sanitize import MARKER, apply_rules, sanitize
-from memory.score import ScoreWeights, Signals, combine, frequency_signal
-from memory.types import ItemType, effective_priority
+from memory.score import ScoreWeights, SignalColumns, Signals, frequency_signal
+from memory.types import PINNED_RETENTION_FLOOR, ItemType, Tier, effective_priority
 
 NOW = datetime(2024, 6, 14, 12, 0, tzinfo=UTC)
 POLICY = DecayPolicy(half_life_hours=dict.fromkeys(ItemType, 720.0))
@@ -73,8 +73,14 @@ def candidate(
 
 def test_score_is_the_weighted_sum_of_the_four_signals() -> None:
     weights = ScoreWeights(0.35, 0.25, 0.20, 0.20)
-    signals = Signals(similarity=1.0, priority=0.5, recency=0.25, frequency=0.0)
-    assert combine(weights, signals) == pytest.approx(0.35 + 0.125 + 0.05)
+    signals = SignalColumns(
+        similarity=np.array([1.0, 0.0]),
+        priority=np.array([0.5, 1.0]),
+        recency=np.array([0.25, 0.0]),
+        frequency=np.array([0.0, 0.5]),
+    )
+    assert signals.scores(weights) == pytest.approx([0.35 + 0.125 + 0.05, 0.25 + 0.1])
+    assert signals.row(1) == Signals(similarity=0.0, priority=1.0, recency=0.0, frequency=0.5)
     assert ScoreWeights(2, 0, 0, 2).normalised() == ScoreWeights(0.5, 0, 0, 0.5)
     with pytest.raises(ValueError, match="zero"):
         ScoreWeights(0, 0, 0, 0).normalised()
@@ -86,9 +92,33 @@ def test_priority_floors_by_type_and_frequency_saturates() -> None:
     assert effective_priority(ItemType.PREFERENCE, 0.9) == 0.9
     assert effective_priority(ItemType.FACT, 0.0) == 0.1
     assert effective_priority(ItemType.EPISODE, 1.5) == 1.0
-    assert frequency_signal(0, 3.0) == 0.0
-    assert frequency_signal(3, 3.0) == 0.5
-    assert 0.9 < frequency_signal(100, 3.0) < 1.0
+    never, three, many = frequency_signal(np.array([0.0, 3.0, 100.0]), 3.0)
+    assert (never, three) == (0.0, 0.5)
+    assert 0.9 < many < 1.0
+
+
+def test_retention_halves_every_half_life_and_strength_slows_it() -> None:
+    policy = DecayPolicy(half_life_hours=dict.fromkeys(ItemType, 100.0), strength_growth=1.0)
+    kinds = [ItemType.FACT, ItemType.FACT, ItemType.FACT, ItemType.PERSONA, ItemType.FACT]
+    retained = policy.retentions(
+        kinds,
+        strengths=np.array([0.0, 0.0, 1.0, 0.0, 0.0]),
+        hours=np.array([0.0, 100.0, 200.0, 10_000.0, 10_000.0]),
+    )
+    fresh, one_half_life, strong, persona, old = retained
+    assert fresh == 1.0
+    # 0.693 stands for ln 2, so a half-life leaves a hair more than a half.
+    assert one_half_life == pytest.approx(0.5, abs=1e-3)
+    # Strength 1 doubles the half-life: 200 hours is one of its half-lives.
+    assert strong == pytest.approx(one_half_life)
+    assert persona == PINNED_RETENTION_FLOOR
+    assert old < 1e-9
+    assert [policy.tier(r) for r in (fresh, 0.3, 0.1, old)] == [
+        Tier.ACTIVE,
+        Tier.WARM,
+        Tier.COLD,
+        Tier.ARCHIVED,
+    ]
 
 
 def test_relevance_fuses_dense_lexical_and_neighbours() -> None:
