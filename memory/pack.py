@@ -46,9 +46,11 @@ CHARS_PER_TOKEN = 4
 LINE_OVERHEAD_MIN = 20
 
 
-@dataclass(frozen=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through
+# object.__setattr__ (4 µs against 1 here), and a pack reads 150 of these a message.
+@dataclass(slots=True)
 class MemoryView:
-    """A stored item as the pack reads it."""
+    """A stored item as the pack reads it (read only by convention)."""
 
     id: int
     type: ItemType

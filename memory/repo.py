@@ -6,8 +6,10 @@ backends ``fts_search`` returns nothing and recall is dense only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -26,6 +28,7 @@ from sqlalchemy import (
     case,
     func,
     insert,
+    literal_column,
     select,
     text,
     type_coerce,
@@ -33,6 +36,8 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import aliased
 
 from gateway.store import Store
@@ -148,8 +153,12 @@ _TIERS = {member.value: member for member in Tier}
 def _utc(value: str | datetime) -> datetime:
     """A stored time, aware UTC, as ``UTCDateTime`` returns it. SQLite sends the
     text SQLAlchemy wrote (UTC, without an offset); other drivers send datetimes."""
-    when = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            # Parsed with its offset, a fifth of the time of ``replace(tzinfo=UTC)``.
+            return datetime.fromisoformat(value + "+00:00")
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _day(value: str | date | None) -> date | None:
@@ -157,7 +166,16 @@ def _day(value: str | date | None) -> date | None:
 
 
 def _ids(value: str | list[int] | None) -> tuple[int, ...]:
-    return tuple((json.loads(value) if isinstance(value, str) else value) or ())
+    if not isinstance(value, str):
+        return tuple(value or ())
+    # The JSON list of ids SQLAlchemy wrote ("[]", "[12, 40]"), split here in a
+    # fifth of json.loads's time; anything else goes to json.
+    inner = value[1:-1] if value.startswith("[") else "?"
+    if not inner:
+        return ()
+    with contextlib.suppress(ValueError):
+        return tuple(map(int, inner.split(",")))
+    return tuple(json.loads(value) or ())
 
 
 # Recallable items (active status) by id, the ids an expanding parameter: one
@@ -743,6 +761,37 @@ def _episode_link(later: bool) -> Any:
 # alone.
 _RECALLABLE_LINKED = _RECALLABLE.add_columns(_episode_link(False), _episode_link(True))
 
+# The same read as SQLite text, run on the driver's own connection. The ids go as one
+# JSON parameter (json_each), so the text never changes and the driver prepares it
+# once per connection. SQLAlchemy's expanding IN and result rows cost more than
+# SQLite itself here: 60 rows in 1.3 ms this way against 1.9.
+_RECALLABLE_LINKED_SQLITE = str(
+    select(*_VIEW_COLUMNS)
+    .where(
+        MemoryItem.id.in_(
+            select(func.json_each(literal_column("?")).table_valued("value").c.value)
+        ),
+        MemoryItem.status == ItemStatus.ACTIVE,
+    )
+    .add_columns(_episode_link(False), _episode_link(True))
+    .compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True})
+)
+
+
+def _recallable_linked(connection: Connection, ids: list[int]) -> Iterable[Sequence[Any]]:
+    """The rows of ``_RECALLABLE_LINKED`` for ``ids``."""
+    driver = connection.connection.driver_connection
+    # Other drivers (PostgreSQL's, aiosqlite's adapted connection) go through SQLAlchemy.
+    if not isinstance(driver, sqlite3.Connection):
+        return connection.execute(_RECALLABLE_LINKED, {"ids": ids})
+    parameters = (json.dumps(ids),)
+    try:
+        return driver.execute(_RECALLABLE_LINKED_SQLITE, parameters).fetchall()
+    except sqlite3.Error as error:
+        # As SQLAlchemy would raise it, so the store reports it like any other.
+        raise DBAPIError(_RECALLABLE_LINKED_SQLITE, parameters, error) from error
+
+
 ItemRow = tuple[MemoryView, NDArray[np.float32] | None]
 Links = tuple[int | None, int | None]
 
@@ -782,7 +831,7 @@ class Fetched:
         if not new:
             return
         self.tried.update(new)
-        for row in connection.execute(_RECALLABLE_LINKED, {"ids": new}):
+        for row in _recallable_linked(connection, new):
             self.rows[row[0]] = _view_and_vector(row[:-2])
             if row[-2] is not None or row[-1] is not None:
                 self.links[row[0]] = (row[-2], row[-1])

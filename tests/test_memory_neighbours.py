@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, date, datetime, timedelta, timezone
+from typing import Any
 
 import numpy as np
+import pytest
+from sqlalchemy import Connection, create_engine
+from sqlalchemy.exc import DBAPIError
 
 from gateway.store import Store
 from gateway.store.repo import resolve_address
@@ -138,10 +143,40 @@ def test_rows_convert_from_text_or_from_a_drivers_own_types() -> None:
         datetime(2025, 3, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
     )
     assert repo._utc("2025-03-01 12:00:00.000000") == naive.replace(tzinfo=UTC)
+    assert repo._utc("2025-03-01 12:00:00").tzinfo is UTC
+    # Text with its own offset (not what SQLAlchemy writes) is still read right.
+    assert repo._utc("2025-03-01 14:00:00+02:00") == naive.replace(tzinfo=UTC)
     assert repo._utc(naive) == naive.replace(tzinfo=UTC)
     assert repo._utc(aware) == naive.replace(tzinfo=UTC)
     assert repo._utc(aware).tzinfo is UTC
     assert repo._day("2025-02-27") == repo._day(date(2025, 2, 27)) == date(2025, 2, 27)
     assert repo._day(None) is None
     assert repo._ids("[7, 9]") == repo._ids([7, 9]) == (7, 9)
+    assert repo._ids("[12]") == (12,)
     assert repo._ids(None) == repo._ids("null") == repo._ids("[]") == ()
+
+
+async def test_sqlites_own_read_gives_what_sqlalchemys_gives(store: Store) -> None:
+    ids = await turns(store, 8)
+    await repo.set_status(store, [ids[3]], ItemStatus.FORGOTTEN, T0)
+    await repo.reinforce(store, [repo.Reinforcement(ids[5], 0.5, accessed=True)], T0)
+    wanted = [ids[0], ids[2], ids[3], ids[5], ids[7], 10_000]
+
+    def both(connection: Connection) -> tuple[bool, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        on_driver = isinstance(connection.connection.driver_connection, sqlite3.Connection)
+        driver = [tuple(row) for row in repo._recallable_linked(connection, wanted)]
+        core = [tuple(row) for row in connection.execute(repo._RECALLABLE_LINKED, {"ids": wanted})]
+        return on_driver, driver, core
+
+    on_driver, driver, core = await store.read(both)
+    assert on_driver  # the store's readers hand out the driver's connection
+    assert driver == core
+    # Recallable only (not the forgotten one, not an unknown id), links skipping the gap.
+    assert [row[0] for row in driver] == [ids[0], ids[2], ids[5], ids[7]]
+    assert {row[0]: row[-2:] for row in driver}[ids[2]] == (ids[1], ids[4])
+
+
+def test_a_driver_error_is_reported_as_sqlalchemy_reports_one() -> None:
+    engine = create_engine("sqlite://")  # no tables
+    with engine.connect() as connection, pytest.raises(DBAPIError, match="memory_items"):
+        repo._recallable_linked(connection, [1, 2])
