@@ -6,6 +6,7 @@ backends ``fts_search`` returns nothing and recall is dense only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -13,7 +14,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,6 +48,8 @@ from memory.lexical import LexicalIndex
 from memory.models import MemoryItem, MemoryTrace
 from memory.pack import MemoryView
 from memory.types import PINNED_TYPES, ItemStatus, ItemType, Tier
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -897,9 +900,25 @@ async def fetch_more(
     store: Store, fetched: Fetched, ids: Iterable[int], hits: Sequence[int]
 ) -> Fetched:
     """``fetched`` completed with ``ids`` and, for the episode ``hits``, their neighbours;
-    every episode read knows its links, so adjacent candidates point at each other.
-    Needs no store when the first step read them all."""
+    every episode read knows its links, so adjacent candidates point at each other."""
+    return await fetch_more_then(store, fetched, ids, hits, lambda done: done)
+
+
+async def fetch_more_then(
+    store: Store,
+    fetched: Fetched,
+    ids: Iterable[int],
+    hits: Sequence[int],
+    then: Callable[[Fetched], T],
+) -> T:
+    """``fetch_more``, then ``then(fetched)`` in the same worker thread (a reader's,
+    or any when the first step read them all)."""
     ids = set(ids)
-    if not fetched.complete(ids, hits):
-        await store.read(lambda connection: fetched.read(connection, ids, hits))
-    return fetched
+    if fetched.complete(ids, hits):
+        return await asyncio.to_thread(then, fetched)
+
+    def read_then(connection: Connection) -> T:
+        fetched.read(connection, ids, hits)
+        return then(fetched)
+
+    return await store.read(read_then)

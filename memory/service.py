@@ -628,28 +628,35 @@ class MemoryService:
         ):
             for item_id in ids:
                 sources.setdefault(item_id, set()).add(name)
-        fetched = await repo.fetch_more(
-            self.store, found_sources.fetched, sources, self._best_hits(ann, found_sources.lexical)
-        )
-        found, links = fetched.rows, fetched.links
         lexical_of = dict(found_sources.lexical)
-        candidates = {
-            item_id: self._candidate(
-                view, vector, sources.get(item_id, {"neighbour"}), lexical_of, query
+
+        def assemble_and_select(fetched: repo.Fetched) -> PackResult:
+            candidates = {
+                item_id: self._candidate(
+                    view, vector, sources.get(item_id, {"neighbour"}), lexical_of, query
+                )
+                for item_id, (view, vector) in fetched.rows.items()
+                if not set(view.source_message_ids) & request.exclude_message_ids
+            }
+            self._link_neighbours(candidates, fetched.links)
+            timings["candidates_ms"] = (time.perf_counter() - started) * 1000
+            return select(
+                list(candidates.values()),
+                self.settings,
+                query=request.text,
+                now=request.at,
+                window=window,
+                notes=request.notes,
             )
-            for item_id, (view, vector) in found.items()
-            if not set(view.source_message_ids) & request.exclude_message_ids
-        }
-        self._link_neighbours(candidates, links)
-        timings["candidates_ms"] = (time.perf_counter() - started) * 1000
-        result = await asyncio.to_thread(
-            select,
-            list(candidates.values()),
-            self.settings,
-            query=request.text,
-            now=request.at,
-            window=window,
-            notes=request.notes,
+
+        # What is left to read, the candidates and the pack, in one call to a worker
+        # thread: no hop back to the loop between them.
+        result = await repo.fetch_more_then(
+            self.store,
+            found_sources.fetched,
+            sources,
+            self._best_hits(ann, found_sources.lexical),
+            assemble_and_select,
         )
         timings["pack_ms"] = (time.perf_counter() - started) * 1000
         if self.config.store_traces:
