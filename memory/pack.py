@@ -442,6 +442,7 @@ def select(
 
 
 def _trace(scored: Sequence[_Scored], signals: SignalColumns) -> tuple[dict[str, Any], ...]:
+    rows = signals.as_dicts()
     return tuple(
         {
             "id": e.candidate.item.id,
@@ -449,7 +450,7 @@ def _trace(scored: Sequence[_Scored], signals: SignalColumns) -> tuple[dict[str,
             "sources": sorted(e.candidate.sources),
             "dense": None if e.candidate.dense is None else round(e.candidate.dense, 4),
             "lexical": round(e.candidate.lexical, 4),
-            "signals": signals.row(e.index).as_dict(),
+            "signals": rows[e.index],
             "score": round(e.score, 4),
             "mmr_rank": e.mmr_rank if e.mmr_rank >= 0 else None,
             "decision": e.decision,

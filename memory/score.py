@@ -34,24 +34,6 @@ class ScoreWeights:
 
 
 @dataclass(frozen=True)
-class Signals:
-    """One candidate's signals (a row of ``SignalColumns``)."""
-
-    similarity: float
-    priority: float
-    recency: float
-    frequency: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "similarity": round(self.similarity, 4),
-            "priority": round(self.priority, 4),
-            "recency": round(self.recency, 4),
-            "frequency": round(self.frequency, 4),
-        }
-
-
-@dataclass(frozen=True)
 class SignalColumns:
     """The signals of every candidate of a pack, an entry per candidate in each array:
     a pack scores a hundred candidates at once."""
@@ -61,13 +43,12 @@ class SignalColumns:
     recency: NDArray[np.float64]
     frequency: NDArray[np.float64]
 
-    def row(self, index: int) -> Signals:
-        return Signals(
-            similarity=float(self.similarity[index]),
-            priority=float(self.priority[index]),
-            recency=float(self.recency[index]),
-            frequency=float(self.frequency[index]),
-        )
+    def as_dicts(self) -> list[dict[str, float]]:
+        """Each candidate's signals by name, rounded to 4 places (for its trace)."""
+        names = ("similarity", "priority", "recency", "frequency")
+        # Rounded a column at a time: a pack's trace holds a hundred and fifty of these.
+        columns = [[round(v, 4) for v in getattr(self, name).tolist()] for name in names]
+        return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
     def scores(self, weights: ScoreWeights) -> NDArray[np.float64]:
         """Each candidate's weighted sum of its signals."""

@@ -20,7 +20,7 @@ from memory.pack import (
     select,
 )
 from memory.sanitize import MARKER, apply_rules, sanitize
-from memory.score import ScoreWeights, SignalColumns, Signals, frequency_signal
+from memory.score import ScoreWeights, SignalColumns, frequency_signal
 from memory.types import PINNED_RETENTION_FLOOR, ItemType, Tier, effective_priority
 
 NOW = datetime(2024, 6, 14, 12, 0, tzinfo=UTC)
@@ -80,7 +80,12 @@ def test_score_is_the_weighted_sum_of_the_four_signals() -> None:
         frequency=np.array([0.0, 0.5]),
     )
     assert signals.scores(weights) == pytest.approx([0.35 + 0.125 + 0.05, 0.25 + 0.1])
-    assert signals.row(1) == Signals(similarity=0.0, priority=1.0, recency=0.0, frequency=0.5)
+    assert signals.as_dicts()[1] == {
+        "similarity": 0.0,
+        "priority": 1.0,
+        "recency": 0.0,
+        "frequency": 0.5,
+    }
     assert ScoreWeights(2, 0, 0, 2).normalised() == ScoreWeights(0.5, 0, 0, 0.5)
     with pytest.raises(ValueError, match="zero"):
         ScoreWeights(0, 0, 0, 0).normalised()
