@@ -168,3 +168,44 @@ async def test_the_trace_is_stored_in_time_for_reinforcement(store: Store, confi
     assert trace.candidates
     assert trace.notes["timings_ms"]
     await service.aclose()
+
+
+async def test_a_pack_read_through_sqlalchemy_is_the_pack_read_by_sqlites_driver(
+    store: Store, config: Config
+) -> None:
+    # A store in memory has no reader threads: its reads go through aiosqlite and
+    # SQLAlchemy's statement, the path every driver but SQLite's own takes.
+    packs = []
+    async with Store("sqlite+aiosqlite:///:memory:") as in_memory:
+        for each in (store, in_memory):
+            sam = await person(each, "Sam")
+            ada = await person(each, "Ada")
+            await repo.insert_items(
+                each,
+                [
+                    episode(sam, "We adopted a cat called Miso", T0),
+                    episode(sam, "Miso likes tuna and naps on the radiator", T0 + timedelta(1)),
+                    episode(sam, "Is Miso still afraid of the hoover?", T0 + timedelta(2)),
+                    episode(sam, "Less so; Miso sits on it now", T0 + timedelta(2, 60)),
+                    episode(ada, "Ada's Miso soup recipe", T0),
+                    NewItem(
+                        person_id=sam.person_id,
+                        type=ItemType.PREFERENCE,
+                        content="Sam prefers short answers about Miso",
+                        occurred_at=T0,
+                        source_message_ids=(3, 4),
+                        refers_start=date(2025, 2, 27),
+                    ),
+                ],
+            )
+            service = MemoryService(each, config.memory, config.data_dir / "unused-index", None)
+            asked = PackRequest(sam.person_id, "How is Miso?", T0 + timedelta(days=3))
+            packs.append(await service.build_pack(asked))
+            await service.aclose()
+    on_driver, through_core = packs
+    assert on_driver.kept == through_core.kept
+    assert on_driver.text == through_core.text
+    assert on_driver.result.trace == through_core.result.trace
+    assert "Miso sits on it now" in on_driver.text
+    assert "short answers about Miso" in on_driver.text  # ids and dates converted alike
+    assert "soup" not in on_driver.text  # another person's memory
