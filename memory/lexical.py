@@ -19,15 +19,22 @@ recallable items rather than of everyone's.
 The index holds the items that are recallable (active status, any tier, so
 an archived item is found when referred to). It is built from the store the
 first time a person's pack needs it and kept in step by the memory service:
-new items are added, retired ones discarded, restored ones revived.
+new items are added, retired ones discarded, restored ones added again.
+It is saved beside the ANN index and, at the next start, loaded and brought
+up to date with what the store holds by then.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sqlite3
 import threading
+import zipfile
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -129,35 +136,113 @@ class LexicalIndex:
     def __init__(self, tokenizer: Fts5Tokenizer) -> None:
         self._tokenizer = tokenizer
         self._lock = threading.Lock()
+        # Each item's newest slot. Slots are never reused: an item added again after
+        # it was discarded gets a new one, as the store may give its id to a new item
+        # (SQLite reuses the highest id after a delete).
         self._slot_of: dict[int, int] = {}
+        self._size = 0
         self._ids = np.zeros(0, np.int64)
         self._lengths = np.zeros(0, np.float64)
         self._live = np.zeros(0, bool)
         self._live_count = 0
         self._live_length = 0.0
         self._postings: dict[str, _Postings] = {}
+        # Changes since the last save (or load).
+        self.dirty = 0
 
     @property
     def count(self) -> int:
         """Recallable items in the index."""
         return self._live_count
 
-    def add(self, rows: Iterable[LexicalRow]) -> None:
-        """Index new items; items indexed before and discarded since are revived."""
-        fresh: list[LexicalRow] = []
+    def live_ids(self) -> set[int]:
+        """The ids of the items the index holds as recallable."""
         with self._lock:
-            for row in rows:
-                slot = self._slot_of.get(row[0])
-                if slot is None:
-                    fresh.append(row)
-                elif not self._live[slot]:
-                    self._revive(slot)
+            size = self._size
+            return set(self._ids[:size][self._live[:size]].tolist())
+
+    def save(self, path: Path) -> None:
+        """Write the index to ``path`` (replaced whole, never left half written)."""
+        with self._lock:
+            size = self._size
+            stems = list(self._postings)
+            parts = [self._postings[stem].arrays() for stem in stems]
+            arrays: dict[str, NDArray[Any]] = {
+                "header": _bytes(_header()),
+                "ids": self._ids[:size].copy(),
+                "lengths": self._lengths[:size].copy(),
+                "live": self._live[:size].copy(),
+                "stems": _bytes(json.dumps(stems)),
+                "offsets": np.cumsum([0] + [len(p[0]) for p in parts], dtype=np.int64),
+            }
+            self.dirty = 0
+        arrays["slots"] = np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int32)])
+        arrays["weights"] = np.concatenate([p[1] for p in parts] or [np.zeros(0, np.float32)])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(f"{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        try:
+            with staging.open("wb") as file:
+                np.savez(file, allow_pickle=False, **arrays)
+            os.replace(staging, path)
+        finally:
+            staging.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: Path, tokenizer: Fts5Tokenizer) -> LexicalIndex:
+        """The index ``save`` wrote. ``LexicalUnreadable`` when the file is missing,
+        damaged, or was made with another tokenizer or format."""
+        try:
+            # Opened here, so a file numpy cannot read is still closed.
+            with path.open("rb") as file, np.load(file, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in _SAVED}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise LexicalUnreadable(f"{path.name}: {exc}") from exc
+        if arrays["header"].tobytes().decode("utf-8", "replace") != _header():
+            raise LexicalUnreadable(f"{path.name}: made with another tokenizer or format")
+        ids, lengths, live = arrays["ids"], arrays["lengths"], arrays["live"]
+        offsets, slots, weights = arrays["offsets"], arrays["slots"], arrays["weights"]
+        try:
+            stems = json.loads(arrays["stems"].tobytes().decode("utf-8"))
+        except ValueError as exc:
+            raise LexicalUnreadable(f"{path.name}: {exc}") from exc
+        size = len(ids)
+        if not (
+            len(lengths) == len(live) == size
+            and isinstance(stems, list)
+            and len(offsets) == len(stems) + 1
+            and offsets[0] == 0
+            and offsets[-1] == len(slots) == len(weights)
+            and bool(np.all(np.diff(offsets) > 0))
+            and (len(slots) == 0 or 0 <= int(slots.min()) <= int(slots.max()) < size)
+        ):
+            raise LexicalUnreadable(f"{path.name}: its arrays do not agree")
+        index = cls(tokenizer)
+        # An id in two slots (added again after a discard) maps to the later one.
+        index._slot_of = {int(item_id): slot for slot, item_id in enumerate(ids.tolist())}
+        index._size = size
+        index._ids = ids.astype(np.int64)
+        index._lengths = lengths.astype(np.float64)
+        index._live = live.astype(bool)
+        index._live_count = int(live.sum())
+        index._live_length = float(lengths[live].sum())
+        for n, stem in enumerate(stems):
+            postings = index._postings[str(stem)] = _Postings()
+            start, end = int(offsets[n]), int(offsets[n + 1])
+            postings.chunks.append((slots[start:end], weights[start:end]))
+        return index
+
+    def add(self, rows: Iterable[LexicalRow]) -> None:
+        """Index new items, and items discarded since they were indexed (tokenised
+        anew: the id may now be another item's). Items held already are skipped."""
+        with self._lock:
+            fresh = [row for row in rows if not self._holds(row[0])]
         if not fresh:
             return
         # Tokenised outside this index's lock: searches go on meanwhile.
         counts, lengths = self._tokenizer.documents(fresh)
         with self._lock:
             self._append(fresh, counts, lengths)
+            self.dirty += len(fresh)
 
     def discard(self, ids: Iterable[int]) -> None:
         """No longer recallable (superseded, forgotten, deleted): never found again."""
@@ -168,6 +253,7 @@ class LexicalIndex:
                     self._live[slot] = False
                     self._live_count -= 1
                     self._live_length -= float(self._lengths[slot])
+                    self.dirty += 1
 
     def search(self, words: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """(item id, BM25 as a positive number) of the best ``limit`` items holding any
@@ -178,7 +264,7 @@ class LexicalIndex:
         with self._lock:
             if self._live_count == 0:
                 return []
-            size, total = len(self._slot_of), float(self._live_count)
+            size, total = self._size, float(self._live_count)
             mean_length = self._live_length / total if self._live_length > 0 else 1.0
             scores = np.zeros(size, np.float64)
             touched = False
@@ -219,10 +305,9 @@ class LexicalIndex:
             for postings in self._postings.values():
                 postings.arrays()
 
-    def _revive(self, slot: int) -> None:
-        self._live[slot] = True
-        self._live_count += 1
-        self._live_length += float(self._lengths[slot])
+    def _holds(self, item_id: int) -> bool:
+        slot = self._slot_of.get(item_id)
+        return slot is not None and bool(self._live[slot])
 
     def _grow(self, needed: int) -> None:
         capacity = len(self._ids)
@@ -242,12 +327,14 @@ class LexicalIndex:
         counts: Sequence[tuple[int, str, str, int]],
         lengths: dict[int, int],
     ) -> None:
-        first = len(self._slot_of)
+        first = self._size
         slots: dict[int, int] = {}
         for item_id, _, _ in rows:
-            if item_id not in self._slot_of and item_id not in slots:
+            # Another add may have indexed it while this one was tokenising.
+            if not self._holds(item_id) and item_id not in slots:
                 slots[item_id] = first + len(slots)
-        self._grow(first + len(slots))
+        self._size = first + len(slots)
+        self._grow(self._size)
         for item_id, slot in slots.items():
             self._slot_of[item_id] = slot
             self._ids[slot] = item_id
@@ -273,3 +360,21 @@ class LexicalIndex:
                     np.fromiter(holders.values(), np.float32, len(holders)),
                 )
             )
+
+
+class LexicalUnreadable(Exception):
+    """A saved full-text index that cannot be used: the caller builds it anew."""
+
+
+# Bump when what ``save`` writes changes meaning.
+FORMAT = 1
+_SAVED = ("header", "ids", "lengths", "live", "stems", "offsets", "slots", "weights")
+
+
+def _header() -> str:
+    # The stems and weights depend on these: a file made with others is not used.
+    return json.dumps({"format": FORMAT, "tokenize": TOKENIZE, "columns": COLUMN_WEIGHTS})
+
+
+def _bytes(text: str) -> NDArray[np.uint8]:
+    return np.frombuffer(text.encode("utf-8"), np.uint8)

@@ -487,6 +487,22 @@ async def lexical_rows(
     return await _lexical_rows(store, statement.limit(limit))
 
 
+async def recallable_ids(store: Store, person_id: int) -> tuple[set[int], int]:
+    """The person's recallable item ids, and the highest id of any item now: an
+    item stored later has a higher id."""
+
+    def read(connection: Connection) -> tuple[set[int], int]:
+        newest = connection.execute(select(func.max(MemoryItem.id))).scalar()
+        ids = connection.execute(
+            select(MemoryItem.id).where(
+                MemoryItem.person_id == person_id, MemoryItem.status == ItemStatus.ACTIVE
+            )
+        ).scalars()
+        return set(ids), int(newest or 0)
+
+    return await store.read(read)
+
+
 async def lexical_rows_of(store: Store, ids: Sequence[int]) -> list[tuple[int, str, str]]:
     """(id, content, speaker) of those of ``ids`` that are recallable."""
     return await _lexical_rows(store, _recallable_text(MemoryItem.id.in_(list(ids))))

@@ -33,7 +33,7 @@ from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.embed_onnx import model_cache
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
-from memory.lexical import Fts5Tokenizer, LexicalIndex
+from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable
 from memory.models import MemoryTrace
 from memory.pack import Candidate, MemoryView, PackResult, PackSettings, search_text, select
 from memory.repo import NewItem, Reinforcement
@@ -306,23 +306,62 @@ class MemoryService:
             # The next pack tries again; until then full text comes from FTS5.
             log.error("memory: full-text index of person %d: %s", person_id, task.exception())
 
+    def _lexical_path(self, person_id: int) -> Path:
+        return self.index_dir / f"person-{person_id}.lexical.npz"
+
     async def _build_lexical(self, person_id: int, chunk: int = 5000) -> LexicalIndex:
+        """Load the saved index and bring it up to date, or build it from the store."""
         started = time.perf_counter()
-        index = LexicalIndex(self._tokenizer)
-        last = await self._fill_lexical(index, person_id, 0, chunk)
+        path = self._lexical_path(person_id)
+        index: LexicalIndex | None = None
+        try:
+            index = await asyncio.to_thread(LexicalIndex.load, path, self._tokenizer)
+        except LexicalUnreadable as exc:
+            if path.exists():
+                log.warning("memory: full-text index of person %d: %s; rebuilt", person_id, exc)
+        if index is not None:
+            origin = "loaded"
+            last = await self._catch_up_lexical(index, person_id)
+        else:
+            origin = "built"
+            index = LexicalIndex(self._tokenizer)
+            last = await self._fill_lexical(index, person_id, 0, chunk)
         self._lexical[person_id] = index
-        # Items stored during the build: read here, or added by add_items now that the
-        # index is registered (adding one twice is harmless).
+        # Items stored meanwhile: read here, or added by add_items now that the index
+        # is registered (adding one twice is harmless).
         await self._fill_lexical(index, person_id, last, chunk)
         await asyncio.to_thread(index.compact)
-        freeze_long_lived(f"full-text index of person {person_id} built")
+        if index.dirty or origin == "built":
+            await self._save_lexical(person_id, index)
+        freeze_long_lived(f"full-text index of person {person_id} {origin}")
         log.info(
-            "memory: full-text index of person %d: %d items in %.1f s",
+            "memory: full-text index of person %d: %s, %d items in %.1f s",
             person_id,
+            origin,
             index.count,
             time.perf_counter() - started,
         )
         return index
+
+    async def _catch_up_lexical(self, index: LexicalIndex, person_id: int) -> int:
+        """Bring a loaded index to what the store holds now; the highest id then."""
+        stored, newest = await repo.recallable_ids(self.store, person_id)
+        held = await asyncio.to_thread(index.live_ids)
+        gone = held - stored
+        if gone:
+            await asyncio.to_thread(index.discard, gone)
+        missing = sorted(stored - held)
+        for start in range(0, len(missing), 5000):
+            rows = await repo.lexical_rows_of(self.store, missing[start : start + 5000])
+            await asyncio.to_thread(index.add, rows)
+        return newest
+
+    async def _save_lexical(self, person_id: int, index: LexicalIndex) -> None:
+        # A lost save costs the next start a build, never a search.
+        try:
+            await asyncio.to_thread(index.save, self._lexical_path(person_id))
+        except OSError:
+            log.exception("memory: could not save the full-text index of person %d", person_id)
 
     async def _fill_lexical(
         self, index: LexicalIndex, person_id: int, after: int, chunk: int
@@ -362,6 +401,9 @@ class MemoryService:
                     await asyncio.to_thread(index.save)
                 except IndexUnavailable:
                     log.exception("memory: could not save %s", index.path.name)
+        for person_id, lexical in list(self._lexical.items()):
+            if lexical.dirty:
+                await self._save_lexical(person_id, lexical)
 
     async def aclose(self) -> None:
         await self.traces_saved()

@@ -9,17 +9,21 @@ stand in for FTS5 in the pack once built, FTS5 answering until then.
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import numpy as np
 import pytest
+from sqlalchemy import text
 
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo
 from memory.curate import MemoryCurator
-from memory.lexical import Fts5Tokenizer, LexicalIndex
+from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable
 from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType
@@ -205,3 +209,108 @@ async def test_a_built_index_is_out_of_the_cyclic_collectors_reach(
     assert id(index) not in tracked
     assert id(index._postings) not in tracked
     assert index.search(["lisbon"], 3)  # and it works as before
+
+
+def test_an_id_added_again_is_tokenised_anew() -> None:
+    # SQLite gives the highest id to the next item once its item is deleted: the
+    # new item must not be found by the old one's words.
+    index = LexicalIndex(Fts5Tokenizer())
+    index.add([(1, "tea in Kyoto", ""), (2, "a cracked blue teapot", "")])
+    index.discard([2])
+    index.add([(2, "hiking near Lisbon", "")])
+    assert index.search(["teapot"], 10) == []
+    assert [i for i, _ in index.search(["Lisbon"], 10)] == [2]
+    assert index.count == 2
+    index.add([(2, "hiking near Lisbon", "")])  # held already: nothing changes
+    assert index.count == 2
+
+
+def test_a_saved_index_loads_as_it_was(tmp_path: Path) -> None:
+    tokenizer = Fts5Tokenizer()
+    index = LexicalIndex(tokenizer)
+    index.add([(n + 1, text, speaker) for n, (text, speaker) in enumerate(SAID)])
+    index.discard([3])
+    index.add([(3, "Kyoto temples at dawn", "Ada")])  # a second slot for id 3
+    index.discard([5])
+    path = tmp_path / "person-1.lexical.npz"
+    index.save(path)
+    assert index.dirty == 0
+    loaded = LexicalIndex.load(path, tokenizer)
+    assert loaded.count == index.count == len(SAID) - 1
+    assert loaded.live_ids() == index.live_ids()
+    for message in ("hiking near Lisbon", "pottery studio in Kyoto", "Ana", "temples", "tea"):
+        words = repo.content_terms(message)
+        assert loaded.search(words, 10) == index.search(words, 10), message
+    # What changes after loading works as before.
+    loaded.add([(20, "Lisbon trams", "Sam")])
+    assert loaded.search(["trams"], 10)[0][0] == 20
+
+
+def test_a_damaged_or_foreign_saved_index_is_refused(tmp_path: Path) -> None:
+    tokenizer = Fts5Tokenizer()
+    index = LexicalIndex(tokenizer)
+    index.add([(1, "tea in Kyoto", "")])
+    path = tmp_path / "person-1.lexical.npz"
+    with pytest.raises(LexicalUnreadable):
+        LexicalIndex.load(path, tokenizer)  # missing
+    index.save(path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(LexicalUnreadable):
+        LexicalIndex.load(path, tokenizer)
+    other = tmp_path / "other.lexical.npz"
+    index.save(other)
+    with np.load(other) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["header"] = np.frombuffer(b'{"format": 0}', np.uint8)
+    with other.open("wb") as file:
+        np.savez(file, **arrays)
+    with pytest.raises(LexicalUnreadable, match="another tokenizer or format"):
+        LexicalIndex.load(other, tokenizer)
+
+
+async def test_a_restart_loads_the_index_and_catches_up_with_the_store(
+    store: Store, config: Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = config.data_dir / "memory-index"
+    first = MemoryService(store, config.memory, folder, None)
+    sam = await person(store, "Sam")
+    said = await say(first, sam, SAID)
+    assert await first.lexical(sam.person_id, wait=True) is not None
+    await first.aclose()
+    assert (folder / f"person-{sam.person_id}.lexical.npz").is_file()
+
+    # While it is down: an item stored, one forgotten, the newest one deleted and
+    # its id given to a new item.
+    (teapot,) = await repo.insert_items(store, [episode(sam, "The blue teapot cracked")])
+    await repo.set_status(store, [said[0]], ItemStatus.FORGOTTEN, T0)
+    delete = text("DELETE FROM memory_items WHERE id = :id")
+    await store.write(lambda connection: connection.execute(delete, {"id": teapot}))
+    (kettle,) = await repo.insert_items(store, [episode(sam, "A whistling kettle from Ana")])
+    assert kettle == teapot  # SQLite reused the id
+
+    second = MemoryService(store, config.memory, folder, None)
+    with caplog.at_level(logging.INFO, logger="memory.service"):
+        loaded = await second.lexical(sam.person_id, wait=True)
+    assert loaded is not None
+    assert "loaded" in caplog.text
+    built = LexicalIndex(Fts5Tokenizer())
+    built.add(await repo.lexical_rows(store, sam.person_id, 0, 1000))
+    assert loaded.live_ids() == built.live_ids()
+    for message in ("hiking near Lisbon", "teapot", "kettle", "Ana", "pottery in Kyoto"):
+        words = repo.content_terms(message)
+        found, expected = loaded.search(words, 10), built.search(words, 10)
+        assert [i for i, _ in found] == [i for i, _ in expected], message
+        assert [s for _, s in found] == pytest.approx([s for _, s in expected]), message
+    assert loaded.search(["teapot"], 10) == []
+    await second.aclose()
+
+
+def episode(who: Address, content: str) -> NewItem:
+    return NewItem(
+        person_id=who.person_id,
+        type=ItemType.EPISODE,
+        content=content,
+        occurred_at=T0 + timedelta(days=1),
+        speaker="Sam",
+        conversation_id=who.conversation_id,
+    )
