@@ -22,13 +22,15 @@ def _no_agentgw_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def run_command(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_command(
+    *args: str, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTGW_")}
     return subprocess.run(
         [str(AGENTGW), *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
         cwd=cwd,
         env=env,
@@ -161,3 +163,33 @@ def test_bench_gateway_core_stages_leave_memory_and_persona_loop_out() -> None:
     assert figures["context_stages"] == ["persona", "clock", "history"]
     assert figures["after_turn_stages"] == []
     assert (figures["turns"], figures["errors"]) == (4, 0)
+
+
+def test_bench_pack_fills_a_store_then_reuses_it(tmp_path: Path) -> None:
+    """A tiny real run: the bundled model, a synthetic store, timed packs; then again
+    on the same store, which is reused (no ingest) with its full-text index loaded."""
+    store = tmp_path / "store"
+    args = ("bench", "pack", "--items", "300", "--queries", "5", "--store", str(store), "--json")
+    runs = []
+    for _ in range(2):
+        # The first run may export the ONNX query model into the cache (once).
+        result = run_command(*args, timeout=600)
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout))
+    filled, reused = runs
+    for figures in runs:
+        assert (figures["items"], figures["queries"]) == (300, 5)
+        assert 0 < figures["p50_ms"] <= figures["p95_ms"] <= figures["p99_ms"]
+        assert 0 < figures["trace_write_p50_ms"] <= figures["trace_write_p95_ms"]
+        assert figures["embed_alone_p50_ms"] > 0
+        assert figures["pack_tokens_mean"] > 0
+        assert set(figures["steps_p50_ms"]) == {
+            "embed_ms",
+            "search_ms",
+            "candidates_ms",
+            "pack_ms",
+        }
+    assert (filled["store_reused"], reused["store_reused"]) == (False, True)
+    assert filled["ingest_per_s"] > 0
+    assert reused["ingest_per_s"] is None
+    assert list((store / "memory-index").glob("person-*.lexical.npz"))

@@ -37,6 +37,7 @@ from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.store import Store
 from gateway.store.repo import resolve_address
+from memory.embed import SentenceEmbedder
 from memory.service import Episode, MemoryService, PackRequest, load_embedder
 
 _NAMES = "Ana Ben Carla Dev Eli Farah Gus Hana Ivo Jun Kai Lea Milo Nora Omar Pia Raj Sol Tom Uma"
@@ -95,11 +96,24 @@ def question(rng: random.Random) -> str:
     )
 
 
+def embed_alone(embedder: SentenceEmbedder, rng: random.Random) -> list[float]:
+    """Milliseconds of each of CALIBRATION query embeddings, one at a time, as the
+    pack makes them (in a worker thread, nothing else running). Blocking."""
+    took = []
+    for _ in range(CALIBRATION):
+        text = question(rng)
+        began = time.perf_counter()
+        embedder.embed([text])
+        took.append((time.perf_counter() - began) * 1000)
+    return took
+
+
 def percentile(values: list[float], share: float) -> float:
     return round(float(np.percentile(np.array(values), share * 100)), 2)
 
 
 STORE_MARK = "bench-pack.json"
+CALIBRATION = 50
 WARM_UP = 20
 SEED = 7
 
@@ -164,6 +178,7 @@ async def run(
         for _ in range(WARM_UP):
             await service.build_pack(PackRequest(address.person_id, question(warm), asked))
         await service.traces_saved()
+        alone = await asyncio.to_thread(embed_alone, embedder, random.Random(SEED + 3))
         timings: list[float] = []
         parts: dict[str, list[float]] = {}
         tokens: list[int] = []
@@ -198,6 +213,9 @@ async def run(
         # The in-memory full-text index, built from the store at a person's first pack.
         "lexical_build_s": round(lexical_s, 1),
         "pack_tokens_mean": round(statistics.fmean(tokens), 1),
+        # The query embedding alone, in the same run: a shared VM's speed drifts
+        # between sittings, and this moves with it (compare runs by it).
+        "embed_alone_p50_ms": percentile(alone, 0.5),
         # Cumulative time at the end of each step of the pack (median), for where time goes.
         "steps_p50_ms": {k: percentile(v, 0.5) for k, v in parts.items()},
     }
