@@ -208,6 +208,8 @@ class LexicalIndex:
         size = len(ids)
         if not (
             len(lengths) == len(live) == size
+            and live.dtype == np.bool_
+            and ids.dtype.kind == slots.dtype.kind == offsets.dtype.kind == "i"
             and isinstance(stems, list)
             and len(offsets) == len(stems) + 1
             and offsets[0] == 0

@@ -266,6 +266,14 @@ def test_a_damaged_or_foreign_saved_index_is_refused(tmp_path: Path) -> None:
         np.savez(file, **arrays)
     with pytest.raises(LexicalUnreadable, match="another tokenizer or format"):
         LexicalIndex.load(other, tokenizer)
+    index.save(other)
+    with np.load(other) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["live"] = arrays["live"].astype(np.int8)  # would index, not mask
+    with other.open("wb") as file:
+        np.savez(file, **arrays)
+    with pytest.raises(LexicalUnreadable, match="do not agree"):
+        LexicalIndex.load(other, tokenizer)
 
 
 async def test_a_restart_loads_the_index_and_catches_up_with_the_store(
