@@ -821,7 +821,7 @@ class Fetched:
 
     A pack reads in two steps: the searches that need no query vector fetch
     their items while the query is still being embedded (``pack_sources``), and
-    ``fetch_more`` then reads only what the ANN search and the best hits'
+    ``fetch_more_then`` then reads only what the ANN search and the best hits'
     neighbours add. ``tried`` holds every id asked for, so an item that is not
     recallable is never asked for again.
     """
@@ -912,14 +912,6 @@ def _pack_sources(
     return Sources(lexical, pinned, topic, window, lexical_first, fetched)
 
 
-async def fetch_more(
-    store: Store, fetched: Fetched, ids: Iterable[int], hits: Sequence[int]
-) -> Fetched:
-    """``fetched`` completed with ``ids`` and, for the episode ``hits``, their neighbours;
-    every episode read knows its links, so adjacent candidates point at each other."""
-    return await fetch_more_then(store, fetched, ids, hits, lambda done: done)
-
-
 async def fetch_more_then(
     store: Store,
     fetched: Fetched,
@@ -927,7 +919,9 @@ async def fetch_more_then(
     hits: Sequence[int],
     then: Callable[[Fetched], T],
 ) -> T:
-    """``fetch_more``, then ``then(fetched)`` in the same worker thread (a reader's,
+    """``fetched`` completed with ``ids`` and, for the episode ``hits``, their
+    neighbours (every episode read knows its links, so adjacent candidates point
+    at each other); then ``then(fetched)`` in the same worker thread (a reader's,
     or any when the first step read them all)."""
     ids = set(ids)
     if fetched.complete(ids, hits):

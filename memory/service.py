@@ -321,7 +321,7 @@ class MemoryService:
                 log.warning("memory: full-text index of person %d: %s; rebuilt", person_id, exc)
         if index is not None:
             origin = "loaded"
-            last = await self._catch_up_lexical(index, person_id)
+            last = await self._catch_up_lexical(index, person_id, chunk)
         else:
             origin = "built"
             index = LexicalIndex(self._tokenizer)
@@ -343,7 +343,7 @@ class MemoryService:
         )
         return index
 
-    async def _catch_up_lexical(self, index: LexicalIndex, person_id: int) -> int:
+    async def _catch_up_lexical(self, index: LexicalIndex, person_id: int, chunk: int) -> int:
         """Bring a loaded index to what the store holds now; the highest id then."""
         stored, newest = await repo.recallable_ids(self.store, person_id)
         held = await asyncio.to_thread(index.live_ids)
@@ -351,8 +351,8 @@ class MemoryService:
         if gone:
             await asyncio.to_thread(index.discard, gone)
         missing = sorted(stored - held)
-        for start in range(0, len(missing), 5000):
-            rows = await repo.lexical_rows_of(self.store, missing[start : start + 5000])
+        for start in range(0, len(missing), chunk):
+            rows = await repo.lexical_rows_of(self.store, missing[start : start + chunk])
             await asyncio.to_thread(index.add, rows)
         return newest
 

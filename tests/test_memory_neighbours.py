@@ -21,6 +21,12 @@ from memory.types import ItemStatus, ItemType, Tier
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
+async def fetch_more(
+    store: Store, fetched: repo.Fetched, ids: set[int], hits: list[int]
+) -> repo.Fetched:
+    return await repo.fetch_more_then(store, fetched, ids, hits, lambda done: done)
+
+
 async def turns(store: Store, count: int) -> list[int]:
     """``count`` episodes of one conversation, a minute apart."""
     who = await resolve_address(store, "webchat", "session-Ada", display_name="Ada")
@@ -43,7 +49,7 @@ async def test_every_fetched_episode_has_its_links(store: Store) -> None:
     ids = await turns(store, 6)
     # ids[1] is the best hit: ids[0] and ids[2] come as its neighbours. ids[3] is a
     # candidate of its own (say, a full-text hit) and no best hit.
-    fetched = await repo.fetch_more(store, repo.Fetched(), {ids[1], ids[3]}, [ids[1]])
+    fetched = await fetch_more(store, repo.Fetched(), {ids[1], ids[3]}, [ids[1]])
     found, links = fetched.rows, fetched.links
     assert set(found) == {ids[0], ids[1], ids[2], ids[3]}
     assert links[ids[1]] == (ids[0], ids[2])
@@ -58,14 +64,14 @@ async def test_reading_in_two_steps_gives_what_one_read_gives(store: Store) -> N
     ids = await turns(store, 10)
     await repo.set_status(store, [ids[6]], ItemStatus.FORGOTTEN, T0)
     first, hits = {ids[2], ids[6], ids[8]}, [ids[4], ids[8]]
-    at_once = await repo.fetch_more(store, repo.Fetched(), first | {ids[4]}, hits)
+    at_once = await fetch_more(store, repo.Fetched(), first | {ids[4]}, hits)
 
     # What the searches without a vector found is read first; the rest after.
     fetched = repo.Fetched()
     await store.read(lambda connection: fetched.read(connection, first))
     assert set(fetched.rows) == {ids[2], ids[8]}  # the forgotten one is not recallable
     assert not fetched.complete({ids[4]}, hits)
-    more = await repo.fetch_more(store, fetched, {ids[4]}, hits)
+    more = await fetch_more(store, fetched, {ids[4]}, hits)
     assert (
         set(more.rows)
         == set(at_once.rows)
@@ -103,7 +109,7 @@ async def test_the_packs_rows_read_as_the_orm_reads_them(store: Store) -> None:
     await repo.reinforce(store, [repo.Reinforcement(item_id, 0.5, accessed=True)], at)
     await repo.set_tiers(store, {item_id: Tier.WARM})
 
-    fetched = await repo.fetch_more(store, repo.Fetched(), {item_id}, [])
+    fetched = await fetch_more(store, repo.Fetched(), {item_id}, [])
     view, vector = fetched.rows[item_id]
     (orm,) = await repo.get_items(store, [item_id])
     assert view == MemoryView(
