@@ -23,7 +23,7 @@ from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo
 from memory.curate import MemoryCurator
-from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable
+from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable, _postings_below
 from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType
@@ -244,6 +244,19 @@ def test_a_saved_index_loads_as_it_was(tmp_path: Path) -> None:
     # What changes after loading works as before.
     loaded.add([(20, "Lisbon trams", "Sam")])
     assert loaded.search(["trams"], 10)[0][0] == 20
+
+
+def test_a_save_leaves_out_what_was_added_after_its_copy() -> None:
+    # save copies the flags and the stem list under the lock, and reads the
+    # postings after: an add in between must not reach the file.
+    index = LexicalIndex(Fts5Tokenizer())
+    index.add([(1, "tea in Kyoto", ""), (2, "green tea", "")])
+    held, size = list(index._postings.items()), index._size
+    before = {stem: p.arrays()[0].tolist() for stem, p in held}
+    index.add([(3, "tea and Lisbon trams", "")])  # tea gets slot 2; trams is new
+    stems, slots, _ = _postings_below(held, size)
+    assert {stem: part.tolist() for stem, part in zip(stems, slots, strict=True)} == before
+    assert "tram" not in stems
 
 
 def test_a_damaged_or_foreign_saved_index_is_refused(tmp_path: Path) -> None:
