@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,6 +24,22 @@ from numpy.typing import NDArray
 from memory.types import PINNED_RETENTION_FLOOR, PINNED_TYPES, ItemType, Tier
 
 LN2 = 0.693
+
+
+class Decaying(Protocol):
+    """What retention reads of an item (a stored row or the pack's view of one)."""
+
+    @property
+    def type(self) -> ItemType: ...
+
+    @property
+    def strength(self) -> float: ...
+
+    @property
+    def occurred_at(self) -> datetime: ...
+
+    @property
+    def last_accessed_at(self) -> datetime | None: ...
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,15 @@ class DecayPolicy:
         value = np.exp(-LN2 * np.maximum(0.0, hours) / half_life)
         pinned = np.array([t in PINNED_TYPES for t in item_types], dtype=bool)
         return np.where(pinned, np.maximum(PINNED_RETENTION_FLOOR, value), value)
+
+    def retention_at(self, items: Sequence[Decaying], now: datetime) -> NDArray[np.float64]:
+        """Each item's retention at ``now``, counted from when it was last touched."""
+        hours = [hours_between(last_touch(i.occurred_at, i.last_accessed_at), now) for i in items]
+        return self.retentions(
+            [i.type for i in items],
+            np.array([i.strength for i in items], dtype=np.float64),
+            np.array(hours, dtype=np.float64),
+        )
 
     def tier(self, retention: float) -> Tier:
         if retention >= self.tier_active:

@@ -124,10 +124,17 @@ class _Postings:
 
     def arrays(self) -> tuple[NDArray[np.int32], NDArray[np.float32]]:
         if len(self.chunks) > 1:
-            slots = np.concatenate([c[0] for c in self.chunks])
-            weights = np.concatenate([c[1] for c in self.chunks])
-            self.chunks = [(slots, weights)]
+            self.chunks = [_joined(self.chunks)]
         return self.chunks[0]
+
+
+def _joined(
+    chunks: Sequence[tuple[NDArray[np.int32], NDArray[np.float32]]],
+) -> tuple[NDArray[np.int32], NDArray[np.float32]]:
+    """The chunks' slots and weights, each as one array."""
+    if len(chunks) == 1:
+        return chunks[0]
+    return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
 
 
 class LexicalIndex:
@@ -381,14 +388,11 @@ def _postings_below(
     their slots and their weights."""
     stems, slots, weights = [], [], []
     for stem, postings in held:
+        # The chunks as they are now: arrays() may join them under the lock meanwhile.
         chunks = tuple(postings.chunks)
         if not chunks:
             continue
-        if len(chunks) == 1:
-            stem_slots, stem_weights = chunks[0]
-        else:
-            stem_slots = np.concatenate([c[0] for c in chunks])
-            stem_weights = np.concatenate([c[1] for c in chunks])
+        stem_slots, stem_weights = _joined(chunks)
         # Each chunk holds the slots of one add, and adds come in slot order: slots
         # at or above ``size`` are a stem's last ones.
         if stem_slots[-1] >= size:

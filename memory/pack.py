@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from memory.decay import DecayPolicy, hours_between, last_touch
+from memory.decay import DecayPolicy
 from memory.sanitize import sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
 from memory.timeparse import TimeWindow, resolve_window
@@ -258,16 +258,11 @@ def relevance(
 def _signals(
     items: Sequence[MemoryView], rel: NDArray[np.float64], settings: PackSettings, now: datetime
 ) -> SignalColumns:
-    hours = np.array(
-        [hours_between(last_touch(i.occurred_at, i.last_accessed_at), now) for i in items],
-        dtype=np.float64,
-    )
-    strengths = np.array([i.strength for i in items], dtype=np.float64)
     counts = np.array([i.access_count for i in items], dtype=np.float64)
     return SignalColumns(
         similarity=rel,
         priority=np.array([effective_priority(i.type, i.priority) for i in items]),
-        recency=settings.decay.retentions([i.type for i in items], strengths, hours),
+        recency=settings.decay.retention_at(items, now),
         frequency=frequency_signal(counts, settings.frequency_half_count),
     )
 

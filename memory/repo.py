@@ -181,11 +181,15 @@ def _ids(value: str | list[int] | None) -> tuple[int, ...]:
     return tuple(json.loads(value) or ())
 
 
-# Recallable items (active status) by id, the ids an expanding parameter: one
-# statement for every call, so SQLAlchemy builds and caches it once.
-_RECALLABLE = select(*_VIEW_COLUMNS).where(
-    MemoryItem.id.in_(bindparam("ids", expanding=True)), MemoryItem.status == ItemStatus.ACTIVE
-)
+def _recallable(ids: Any) -> Select[Any]:
+    """Recallable items (active status) whose id is in ``ids``."""
+    active = MemoryItem.status == ItemStatus.ACTIVE
+    return select(*_VIEW_COLUMNS).where(MemoryItem.id.in_(ids), active)
+
+
+# The ids an expanding parameter: one statement for every call, so SQLAlchemy builds
+# and caches it once.
+_RECALLABLE = _recallable(bindparam("ids", expanding=True))
 
 
 def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32] | None]:
@@ -778,21 +782,16 @@ def _episode_link(later: bool) -> Any:
 # with a bound parameter of its own for each id: ~1.8 ms per 150 ids).
 # ``ix_memory_items_episode_links`` (migration 0008) answers the links from the index
 # alone.
-_RECALLABLE_LINKED = _RECALLABLE.add_columns(_episode_link(False), _episode_link(True))
+_LINKS = (_episode_link(False), _episode_link(True))
+_RECALLABLE_LINKED = _RECALLABLE.add_columns(*_LINKS)
 
 # The same read as SQLite text, run on the driver's own connection. The ids go as one
 # JSON parameter (json_each), so the text never changes and the driver prepares it
 # once per connection. SQLAlchemy's expanding IN and result rows cost more than
 # SQLite itself here: 60 rows in 1.3 ms this way against 1.9.
 _RECALLABLE_LINKED_SQLITE = str(
-    select(*_VIEW_COLUMNS)
-    .where(
-        MemoryItem.id.in_(
-            select(func.json_each(literal_column("?")).table_valued("value").c.value)
-        ),
-        MemoryItem.status == ItemStatus.ACTIVE,
-    )
-    .add_columns(_episode_link(False), _episode_link(True))
+    _recallable(select(func.json_each(literal_column("?")).table_valued("value").c.value))
+    .add_columns(*_LINKS)
     .compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True})
 )
 

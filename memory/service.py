@@ -28,7 +28,7 @@ from gateway.errors import StoreError
 from gateway.heap import freeze_long_lived
 from gateway.store import Store
 from memory import repo
-from memory.decay import DecayPolicy, content_words, hours_between, last_touch, overlap
+from memory.decay import DecayPolicy, content_words, overlap
 from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.embed_onnx import model_cache
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
@@ -757,10 +757,10 @@ class MemoryService:
         reads them later).
         """
 
-        def explain(unsaved: MemoryTrace) -> None:
+        def fill_candidates(unsaved: MemoryTrace) -> None:
             unsaved.candidates = list(result.trace)
 
-        task = asyncio.create_task(self._write_trace(trace, explain), name="memory-trace")
+        task = asyncio.create_task(self._write_trace(trace, fill_candidates), name="memory-trace")
         self._trace_writes.add(task)
         task.add_done_callback(self._trace_writes.discard)
         if trace.turn_id is not None:
@@ -943,12 +943,7 @@ class MemoryService:
             after = rows[-1].id
             changes: dict[int, Tier] = {}
             leaving: dict[int, list[int]] = {}
-            hours = np.array(
-                [hours_between(last_touch(r.occurred_at, r.last_accessed_at), now) for r in rows]
-            )
-            retained = self.decay.retentions(
-                [r.type for r in rows], np.array([r.strength for r in rows]), hours
-            )
+            retained = self.decay.retention_at(rows, now)
             for row, retention in zip(rows, retained.tolist(), strict=True):
                 tier = self.decay.tier(retention)
                 stats.seen += 1
