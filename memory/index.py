@@ -1,11 +1,12 @@
 """One hnswlib index per person, persisted beside the database.
 
 Files: ``<dir>/person-<id>.hnsw`` and ``person-<id>.json`` (dimension, model,
-labels marked deleted, the SHA-256 of the index file). The store holds every
-vector, so an index is a cache: a missing, corrupt (checksum or load
-failure) or wrong-dimension index is rebuilt from the store, and a stale one
-(a crash before its last save) is brought up to date by adding the missing
-vectors and deleting labels that left; nothing is re-embedded. Everything
+the database it was made from, labels marked deleted, the SHA-256 of the index
+file). The store holds every vector, so an index is a cache: a missing, corrupt
+(checksum or load failure), wrong-dimension or other database's index is
+rebuilt from the store, and a stale one (a crash before its last save) is
+brought up to date by adding the missing vectors and deleting labels that
+left; nothing is re-embedded. Everything
 here blocks: the service calls it through ``asyncio.to_thread``.
 """
 
@@ -36,6 +37,8 @@ class IndexParams:
     ef_construction: int = 100
     ef_search: int = 64
     model: str = ""
+    # The database the index is made from (``Store.identity``): its ids name its items.
+    store: str = ""
 
 
 def _sha256(path: Path) -> str:
@@ -94,6 +97,9 @@ class PersonIndex:
             return f"dimension {meta.get('dim')} is not {self.params.dim}"
         if meta.get("model") != self.params.model:
             return f"model {meta.get('model')!r} is not {self.params.model!r}"
+        # Files saved before databases had names are taken to be this one's.
+        if meta.get("store", self.params.store) != self.params.store:
+            return "made from another database"
         if meta.get("sha256") != _sha256(self.path):
             return "corrupt (checksum)"
         import hnswlib
@@ -200,6 +206,7 @@ class PersonIndex:
             meta = {
                 "dim": self.params.dim,
                 "model": self.params.model,
+                "store": self.params.store,
                 "capacity": int(self._index.get_max_elements()),
                 "count": len(self._live),
                 "deleted": sorted(self._deleted),

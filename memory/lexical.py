@@ -144,8 +144,8 @@ class LexicalIndex:
         self._tokenizer = tokenizer
         self._lock = threading.Lock()
         # Each item's newest slot. Slots are never reused: an item added again after
-        # it was discarded gets a new one, as the store may give its id to a new item
-        # (SQLite reuses the highest id after a delete).
+        # it was discarded gets a new one, as its id may now be another item's (SQLite
+        # gave the highest id again after a delete until migration 0009).
         self._slot_of: dict[int, int] = {}
         self._size = 0
         self._ids = np.zeros(0, np.int64)
@@ -168,8 +168,9 @@ class LexicalIndex:
             size = self._size
             return set(self._ids[:size][self._live[:size]].tolist())
 
-    def save(self, path: Path) -> None:
-        """Write the index to ``path`` (replaced whole, never left half written).
+    def save(self, path: Path, store: str) -> None:
+        """Write the index to ``path`` (replaced whole, never left half written),
+        made from the database named ``store`` (``Store.identity``).
 
         Searches wait only while the flags are copied. Postings are never changed
         in place, only appended to (or joined), so they are read after the lock is
@@ -180,7 +181,7 @@ class LexicalIndex:
         with self._lock:
             size = self._size
             arrays: dict[str, NDArray[Any]] = {
-                "header": _bytes(_header()),
+                "header": _bytes(_header(store)),
                 "ids": self._ids[:size].copy(),
                 "lengths": self._lengths[:size].copy(),
                 "live": self._live[:size].copy(),
@@ -205,17 +206,28 @@ class LexicalIndex:
             staging.unlink(missing_ok=True)
 
     @classmethod
-    def load(cls, path: Path, tokenizer: Fts5Tokenizer) -> LexicalIndex:
+    def load(cls, path: Path, tokenizer: Fts5Tokenizer, store: str) -> LexicalIndex:
         """The index ``save`` wrote. ``LexicalUnreadable`` when the file is missing,
-        damaged, or was made with another tokenizer or format."""
+        damaged, was made with another tokenizer or format, or from another database
+        than the one named ``store``."""
         try:
             # Opened here, so a file numpy cannot read is still closed.
             with path.open("rb") as file, np.load(file, allow_pickle=False) as data:
                 arrays = {name: data[name] for name in _SAVED}
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             raise LexicalUnreadable(f"{path.name}: {exc}") from exc
-        if arrays["header"].tobytes().decode("utf-8", "replace") != _header():
+        try:
+            header = json.loads(arrays["header"].tobytes().decode("utf-8"))
+        except ValueError as exc:
+            raise LexicalUnreadable(f"{path.name}: {exc}") from exc
+        expected = json.loads(_header(store))
+        if not isinstance(header, dict) or any(
+            header.get(key) != expected[key] for key in ("format", "tokenize", "columns")
+        ):
             raise LexicalUnreadable(f"{path.name}: made with another tokenizer or format")
+        # Files saved before databases had names are taken to be this one's.
+        if header.get("store", store) != store:
+            raise LexicalUnreadable(f"{path.name}: made from another database")
         ids, lengths, live = arrays["ids"], arrays["lengths"], arrays["live"]
         offsets, slots, weights = arrays["offsets"], arrays["slots"], arrays["weights"]
         try:
@@ -414,9 +426,12 @@ FORMAT = 1
 _SAVED = ("header", "ids", "lengths", "live", "stems", "offsets", "slots", "weights")
 
 
-def _header() -> str:
-    # The stems and weights depend on these: a file made with others is not used.
-    return json.dumps({"format": FORMAT, "tokenize": TOKENIZE, "columns": COLUMN_WEIGHTS})
+def _header(store: str) -> str:
+    # The stems and weights depend on the first three: a file made with others is not
+    # used. Nor is one made from another database: its ids name other items.
+    return json.dumps(
+        {"format": FORMAT, "tokenize": TOKENIZE, "columns": COLUMN_WEIGHTS, "store": store}
+    )
 
 
 def _bytes(text: str) -> NDArray[np.uint8]:

@@ -53,6 +53,8 @@ class MemoryItem(Base):
         # The pack's previous/next episode of each candidate (migration 0008).
         Index("ix_memory_items_episode_links", "conversation_id", "type", "status", "id"),
         Index("ix_memory_items_person_ref", "person_id", "source_ref"),
+        # Deleting an item sets superseded_by_id to NULL where it points at it (0009).
+        Index("ix_memory_items_superseded_by", "superseded_by_id"),
         # The pack's active topic, pinned items and time window (migration 0006).
         Index("ix_memory_items_person_touched", "person_id", "status", "last_accessed_at"),
         Index("ix_memory_items_person_pinned", "person_id", "pinned"),
@@ -63,6 +65,8 @@ class MemoryItem(Base):
             "status",
             text("coalesce(refers_end, refers_start)"),
         ),
+        # Ids are never given twice (migration 0009): traces and index files name items by id.
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -266,6 +266,7 @@ class MemoryService:
                 ef_construction=self.config.index_ef_construction,
                 ef_search=self.config.index_ef_search,
                 model=self.embedder.model_name,
+                store=self.store.identity,
             )
             index = PersonIndex(self.index_dir, person_id, params)
             ids = await repo.indexable_ids(self.store, person_id)
@@ -315,7 +316,9 @@ class MemoryService:
         path = self._lexical_path(person_id)
         index: LexicalIndex | None = None
         try:
-            index = await asyncio.to_thread(LexicalIndex.load, path, self._tokenizer)
+            index = await asyncio.to_thread(
+                LexicalIndex.load, path, self._tokenizer, self.store.identity
+            )
         except LexicalUnreadable as exc:
             if path.exists():
                 log.warning("memory: full-text index of person %d: %s; rebuilt", person_id, exc)
@@ -359,7 +362,7 @@ class MemoryService:
     async def _save_lexical(self, person_id: int, index: LexicalIndex) -> None:
         # A lost save costs the next start a build, never a search.
         try:
-            await asyncio.to_thread(index.save, self._lexical_path(person_id))
+            await asyncio.to_thread(index.save, self._lexical_path(person_id), self.store.identity)
         except OSError:
             log.exception("memory: could not save the full-text index of person %d", person_id)
 

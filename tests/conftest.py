@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,16 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from alembic import command
 from playwright.async_api import Browser, Page, async_playwright
+from sqlalchemy import Connection, create_engine, text
 
 from gateway.app import GATEWAY, Gateway, create_app
 from gateway.brains.base import Brain
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
 from gateway.store import Store
+from gateway.store.db import alembic_config
 
 _real_connect = socket.socket.connect
 
@@ -75,6 +79,25 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> Config:
     empty = tmp_path / "agentgw.toml"
     empty.touch()
     return load_config(empty, env={}, overrides=overrides)
+
+
+@contextmanager
+def database_at(path: Path, revision: str) -> Iterator[Connection]:
+    """A SQLite file migrated to an older ``revision``, with one person (id 1, Sam):
+    fill it through the connection, then open it with ``Store`` to migrate the rest."""
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as connection:
+            command.upgrade(alembic_config(connection), revision)
+            connection.execute(
+                text(
+                    "INSERT INTO people (id, display_name, created_at) "
+                    "VALUES (1, 'Sam', '2024-01-01 00:00:00')"
+                )
+            )
+            yield connection
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture

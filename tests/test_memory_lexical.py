@@ -9,6 +9,7 @@ stand in for FTS5 in the pack once built, FTS5 answering until then.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+DB = "0123456789abcdef0123456789abcdef"  # a Store.identity
 SAID = [
     ("I went hiking near Lisbon with Ana", "Sam"),
     ("Hiking again! The hills near Lisbon are steep", "Sam"),
@@ -233,9 +235,9 @@ def test_a_saved_index_loads_as_it_was(tmp_path: Path) -> None:
     index.add([(3, "Kyoto temples at dawn", "Ada")])  # a second slot for id 3
     index.discard([5])
     path = tmp_path / "person-1.lexical.npz"
-    index.save(path)
+    index.save(path, DB)
     assert index.dirty == 0
-    loaded = LexicalIndex.load(path, tokenizer)
+    loaded = LexicalIndex.load(path, tokenizer, DB)
     assert loaded.count == index.count == len(SAID) - 1
     assert loaded.live_ids() == index.live_ids()
     for message in ("hiking near Lisbon", "pottery studio in Kyoto", "Ana", "temples", "tea"):
@@ -265,28 +267,47 @@ def test_a_damaged_or_foreign_saved_index_is_refused(tmp_path: Path) -> None:
     index.add([(1, "tea in Kyoto", "")])
     path = tmp_path / "person-1.lexical.npz"
     with pytest.raises(LexicalUnreadable):
-        LexicalIndex.load(path, tokenizer)  # missing
-    index.save(path)
+        LexicalIndex.load(path, tokenizer, DB)  # missing
+    index.save(path, DB)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(LexicalUnreadable):
-        LexicalIndex.load(path, tokenizer)
+        LexicalIndex.load(path, tokenizer, DB)
     other = tmp_path / "other.lexical.npz"
-    index.save(other)
+    index.save(other, DB)
     with np.load(other) as data:
         arrays = {name: data[name] for name in data.files}
     arrays["header"] = np.frombuffer(b'{"format": 0}', np.uint8)
     with other.open("wb") as file:
         np.savez(file, **arrays)
     with pytest.raises(LexicalUnreadable, match="another tokenizer or format"):
-        LexicalIndex.load(other, tokenizer)
-    index.save(other)
+        LexicalIndex.load(other, tokenizer, DB)
+    index.save(other, DB)
     with np.load(other) as data:
         arrays = {name: data[name] for name in data.files}
     arrays["live"] = arrays["live"].astype(np.int8)  # would index, not mask
     with other.open("wb") as file:
         np.savez(file, **arrays)
     with pytest.raises(LexicalUnreadable, match="do not agree"):
-        LexicalIndex.load(other, tokenizer)
+        LexicalIndex.load(other, tokenizer, DB)
+
+
+def test_a_saved_index_of_another_database_is_refused(tmp_path: Path) -> None:
+    tokenizer = Fts5Tokenizer()
+    index = LexicalIndex(tokenizer)
+    index.add([(1, "tea in Kyoto", "")])
+    path = tmp_path / "person-1.lexical.npz"
+    index.save(path, DB)
+    with pytest.raises(LexicalUnreadable, match="another database"):
+        LexicalIndex.load(path, tokenizer, "f" * 32)
+    # A file saved before databases had names is taken to be this one's.
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    header = json.loads(arrays["header"].tobytes())
+    del header["store"]
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    with path.open("wb") as file:
+        np.savez(file, **arrays)
+    assert LexicalIndex.load(path, tokenizer, "f" * 32).live_ids() == {1}
 
 
 async def test_a_restart_loads_the_index_and_catches_up_with_the_store(
@@ -300,14 +321,15 @@ async def test_a_restart_loads_the_index_and_catches_up_with_the_store(
     await first.aclose()
     assert (folder / f"person-{sam.person_id}.lexical.npz").is_file()
 
-    # While it is down: an item stored, one forgotten, the newest one deleted and
-    # its id given to a new item.
+    # While it is down: items stored, one forgotten, and two deleted: one the file
+    # holds, and the newest, whose id is not given to the next item (migration 0009).
     (teapot,) = await repo.insert_items(store, [episode(sam, "The blue teapot cracked")])
     await repo.set_status(store, [said[0]], ItemStatus.FORGOTTEN, T0)
     delete = text("DELETE FROM memory_items WHERE id = :id")
-    await store.write(lambda connection: connection.execute(delete, {"id": teapot}))
+    for gone in (said[5], teapot):
+        await store.write(lambda connection, gone=gone: connection.execute(delete, {"id": gone}))
     (kettle,) = await repo.insert_items(store, [episode(sam, "A whistling kettle from Ana")])
-    assert kettle == teapot  # SQLite reused the id
+    assert kettle == teapot + 1
 
     second = MemoryService(store, config.memory, folder, None)
     with caplog.at_level(logging.INFO, logger="memory.service"):
@@ -317,12 +339,13 @@ async def test_a_restart_loads_the_index_and_catches_up_with_the_store(
     built = LexicalIndex(Fts5Tokenizer())
     built.add(await repo.lexical_rows(store, sam.person_id, 0, 1000))
     assert loaded.live_ids() == built.live_ids()
-    for message in ("hiking near Lisbon", "teapot", "kettle", "Ana", "pottery in Kyoto"):
+    for message in ("hiking near Lisbon", "teapot", "kettle", "Ana", "pottery in Kyoto", "Miso"):
         words = repo.content_terms(message)
         found, expected = loaded.search(words, 10), built.search(words, 10)
         assert [i for i, _ in found] == [i for i, _ in expected], message
         assert [s for _, s in found] == pytest.approx([s for _, s in expected]), message
     assert loaded.search(["teapot"], 10) == []
+    assert loaded.search(["miso"], 10) == []
     await second.aclose()
 
 

@@ -6,7 +6,9 @@ The model loads once for the whole test session (``embedder``).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -176,6 +178,50 @@ async def test_index_files_deleted_corrupt_or_of_another_dimension_are_rebuilt(
     origin, _ = await reopen()
     assert origin == "rebuilt: dimension 768 is not 384"
     assert (await reopen())[0] == "loaded"
+
+
+async def test_indexes_left_by_another_database_are_rebuilt_not_trusted(
+    memory_config: Config, embedder: SentenceEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The database is deleted and made anew under the same data directory: the new
+    # items get the old ones' ids, and the index files must not answer for them.
+    async with Store(memory_config.database_url) as old:
+        sam = await resolve_address(old, "webchat", "session-a", display_name="Sam")
+        service = service_for(old, memory_config, embedder)
+        await ingest_lines(service, sam)
+        await service.lexical(sam.person_id, wait=True)
+        await service.aclose()
+    folder = memory_config.data_dir / "memory-index"
+    assert (folder / f"person-{sam.person_id}.lexical.npz").is_file()
+    database = Path(memory_config.database_url.split("///", 1)[1])
+    for path in database.parent.glob(database.name + "*"):
+        path.unlink()
+
+    async with Store(memory_config.database_url) as new:
+        again = await resolve_address(new, "webchat", "session-a", display_name="Sam")
+        assert again.person_id == sam.person_id
+        lines = ["My dog Rex chews every shoe in Porto.", "I sold my bike to a neighbour."]
+        fresh = service_for(new, memory_config, embedder)
+        ids = await fresh.ingest(
+            [
+                Episode(again.person_id, text, T0, "user", "Sam", again.conversation_id)
+                for text in lines
+            ]
+        )
+        assert ids == [1, 2]  # ids the old items had
+        with caplog.at_level(logging.WARNING, logger="memory"):
+            index = await fresh.index(again.person_id)
+            lexical = await fresh.lexical(again.person_id, wait=True)
+        assert index is not None
+        assert lexical is not None
+        assert index.origin == "rebuilt: made from another database"
+        assert "made from another database" in caplog.text
+        query = (await asyncio.to_thread(embedder.embed, ["the dog that chews shoes"]))[0]
+        assert index.search(query, 2)[0][0] == 1
+        assert lexical.live_ids() == {1, 2}
+        assert lexical.search(repo.content_terms("cat Miso"), 5) == []
+        assert [i for i, _ in lexical.search(repo.content_terms("bike"), 5)] == [2]
+        await fresh.aclose()
 
 
 async def test_a_newer_memory_supersedes_an_older_one_without_erasing_it(

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from alembic import command
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from gateway.store import Store
-from gateway.store.db import alembic_config
 from memory import repo
 from memory.pack import search_text
 from memory.salience import salience
+from tests.conftest import database_at
 
 
 @pytest.mark.parametrize(
@@ -64,16 +63,7 @@ def test_search_text_keeps_a_message_that_is_only_names() -> None:
 
 
 async def test_migration_0007_scores_episodes_stored_before_salience(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        command.upgrade(alembic_config(connection), "0006")
-        connection.execute(
-            text(
-                "INSERT INTO people (id, display_name, created_at) "
-                "VALUES (1, 'Sam', '2024-01-01 00:00:00')"
-            )
-        )
+    with database_at(tmp_path / "old.db", "0006") as connection:
         rows = [
             (1, "Thanks!", 0.0),
             (2, "Yesterday I signed the lease for my dance studio in Lisbon.", 0.0),
@@ -91,7 +81,6 @@ async def test_migration_0007_scores_episodes_stored_before_salience(tmp_path: P
                 ),
                 {"id": item_id, "content": content, "priority": priority},
             )
-    engine.dispose()
 
     async with Store(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}") as store:
         items = {item.id: item for item in await repo.get_items(store, [1, 2, 3])}

@@ -1,19 +1,29 @@
-"""The migrations build the schema the models describe: an index added to a model
-without its migration would exist in no real store."""
+"""The migrations build the schema the models describe (an index added to a model
+without its migration would exist in no real store), and migrate old stores
+without losing what they hold."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import Connection, text
 
 import memory.models
 import persona.models
 from gateway.store import Store
 from gateway.store.models import Base
+from gateway.store.repo import resolve_address
+from memory import repo
+from memory.repo import NewItem
+from memory.types import ItemType
+from tests.conftest import database_at
 
 Indexes = dict[str, dict[str, tuple[str | None, ...]]]
 
 # Imported for their tables: Base.metadata holds every model's.
 MODEL_MODULES = (memory.models, persona.models)
+T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 
 
 def _declared() -> Indexes:
@@ -52,3 +62,72 @@ async def test_every_models_index_is_made_by_a_migration(store: Store) -> None:
         "id",
     )
     assert migrated == declared
+
+
+ITEM_COLUMNS = (
+    "INSERT INTO memory_items (id, person_id, type, content, speaker, role, author, channel, "
+    "source_message_ids, source_ref, priority, confidence, status, tier, strength, "
+    "access_count, created_at, occurred_at, embedding_model, superseded_by_id) VALUES "
+    "(:id, 1, 'fact', :content, '', 'user', 'user', 'webchat', '[]', '', 0.5, 1.0, :status, "
+    "'active', 0, 0, '2024-01-01 00:00:00', '2024-01-01 00:00:00', '', :by)"
+)
+
+
+async def test_migration_0009_keeps_every_item_its_links_and_its_full_text(
+    tmp_path: Path,
+) -> None:
+    with database_at(tmp_path / "old.db", "0008") as connection:
+        for item_id, content, status, by in (
+            (1, "Sam lives in Porto", "superseded", 2),
+            (2, "Sam lives in Lisbon", "active", None),
+            (3, "Sam's cat is called Miso", "active", None),
+        ):
+            connection.execute(
+                text(ITEM_COLUMNS),
+                {"id": item_id, "content": content, "status": status, "by": by},
+            )
+        # The newest item deleted before the upgrade: its id would be given again.
+        connection.execute(text("DELETE FROM memory_items WHERE id = 3"))
+
+    async with Store(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}") as store:
+        identity = store.identity
+        items = {item.id: item for item in await repo.get_items(store, [1, 2])}
+        # A self-reference the rebuild could have set to NULL.
+        assert items[1].superseded_by_id == 2
+        assert items[1].status.value == "superseded"
+        assert [i for i, _ in await repo.fts_search(store, 1, "Lisbon", 10)] == [2]
+        (new,) = await repo.insert_items(
+            store, [NewItem(1, ItemType.FACT, "Sam plays the cello", T0)]
+        )
+        assert new == 3  # the highest id then, as the table held no more than 2
+        await store.write(lambda c: c.execute(text("DELETE FROM memory_items WHERE id = 3")))
+        (newer,) = await repo.insert_items(
+            store, [NewItem(1, ItemType.FACT, "Sam plays the viola", T0)]
+        )
+        assert newer == 4  # never 3 again
+        # The triggers came back: the full text follows inserts and deletes.
+        assert [i for i, _ in await repo.fts_search(store, 1, "viola", 10)] == [4]
+        assert await repo.fts_search(store, 1, "cello", 10) == []
+        # FTS5 raises if its index and the items disagree.
+        await store.write(
+            lambda c: c.exec_driver_sql(
+                "INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')"
+            )
+        )
+    async with Store(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}") as store:
+        assert store.identity == identity  # named once, kept
+
+
+async def test_a_deleted_items_id_is_never_given_again_and_stores_have_their_own_names(
+    store: Store, tmp_path: Path
+) -> None:
+    made = [NewItem(1, ItemType.FACT, f"fact {n}", T0) for n in range(3)]
+    await resolve_address(store, "webchat", "s", display_name="Sam")
+    ids = await repo.insert_items(store, made)
+    delete = text("DELETE FROM memory_items WHERE id = :id")
+    await store.write(lambda c: c.execute(delete, {"id": ids[-1]}))
+    (again,) = await repo.insert_items(store, made[:1])
+    assert again == ids[-1] + 1
+    async with Store(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}") as other:
+        assert len(other.identity) == 32
+        assert other.identity != store.identity

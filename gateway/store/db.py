@@ -85,6 +85,19 @@ class Store:
         # SQLite files only: the readers' engine and threads (``read``).
         self._reader_engine: Engine | None = None
         self._readers: ThreadPoolExecutor | None = None
+        # This database's random name (migration 0009), read at open.
+        self._identity = ""
+
+    @property
+    def identity(self) -> str:
+        """A random name given to this database when it was made (or migrated to 0009).
+
+        Files kept beside the database (the memory indexes) record it, so files
+        left over from another database are not trusted.
+        """
+        if not self._identity:
+            raise StoreError("store is not open")
+        return self._identity
 
     @property
     def is_sqlite(self) -> bool:
@@ -109,6 +122,7 @@ class Store:
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(self._upgrade)
+                self._identity = (await conn.execute(_IDENTITY)).scalar_one()
         except (SQLAlchemyError, OSError) as exc:
             await engine.dispose()
             raise StoreError(f"cannot open the database at {self.url}: {exc}") from exc
@@ -260,6 +274,9 @@ def _read_only(engine: Engine, work: Callable[[Connection], T]) -> T:
     # The pool rolls the connection back when it returns: nothing is ever committed.
     with engine.connect() as connection:
         return work(connection)
+
+
+_IDENTITY = text("SELECT value FROM store_info WHERE key = 'store_id'")
 
 
 def _ping(connection: Connection) -> None:

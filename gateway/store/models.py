@@ -226,3 +226,12 @@ class AccessRefusal(Base):
     channel: Mapped[str] = mapped_column(String(32), primary_key=True)
     external_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class StoreInfo(Base):
+    """Facts about the database itself; ``store_id`` names it (migration 0009)."""
+
+    __tablename__ = "store_info"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))
