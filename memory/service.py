@@ -223,6 +223,10 @@ class MemoryService:
         self._tokenizer = Fts5Tokenizer()
         self._lexical: dict[int, LexicalIndex] = {}
         self._lexical_builds: dict[int, asyncio.Task[LexicalIndex]] = {}
+        # Items that stopped or started being recallable while a person's index was
+        # being built, which may have read them before: applied in order once it is
+        # registered (``_build_lexical``). Present while a build runs.
+        self._lexical_pending: dict[int, list[tuple[bool, list[int]]]] = {}
         # Traces being stored after their pack was returned (see ``_save_trace``).
         self._trace_writes: set[asyncio.Task[int | None]] = set()
         self._trace_of_turn: dict[int, asyncio.Task[int | None]] = {}
@@ -291,6 +295,7 @@ class MemoryService:
             return found
         task = self._lexical_builds.get(person_id)
         if task is None:
+            self._lexical_pending[person_id] = []
             task = asyncio.create_task(
                 self._build_lexical(person_id), name=f"memory-lexical-{person_id}"
             )
@@ -303,6 +308,8 @@ class MemoryService:
     def _lexical_built(self, person_id: int, task: asyncio.Task[LexicalIndex]) -> None:
         if self._lexical_builds.get(person_id) is task:
             del self._lexical_builds[person_id]
+            # A build that failed leaves no index for them: the next one reads anew.
+            self._lexical_pending.pop(person_id, None)
         if not task.cancelled() and task.exception() is not None:
             # The next pack tries again; until then full text comes from FTS5.
             log.error("memory: full-text index of person %d: %s", person_id, task.exception())
@@ -333,6 +340,13 @@ class MemoryService:
         # Items stored meanwhile: read here, or added by add_items now that the index
         # is registered (adding one twice is harmless).
         await self._fill_lexical(index, person_id, last, chunk)
+        # Items retired or restored meanwhile: the reads above may have come before
+        # them. Changes made while these are applied join the queue, so the order holds.
+        while pending := self._lexical_pending.get(person_id):
+            self._lexical_pending[person_id] = []
+            for restore, ids in pending:
+                await self._change_lexical(index, ids, restore=restore)
+        self._lexical_pending.pop(person_id, None)
         await asyncio.to_thread(index.compact)
         if index.dirty or origin == "built":
             await self._save_lexical(person_id, index)
@@ -378,17 +392,32 @@ class MemoryService:
         """Items that stopped being recallable (superseded, forgotten, deleted) leave
         both indexes; archived ones only leave the ANN index (``_unindex``)."""
         await self._unindex(person_id, ids)
-        lexical = self._lexical.get(person_id)
-        if lexical is not None and ids:
-            await asyncio.to_thread(lexical.discard, ids)
+        await self._lexical_changed(person_id, ids, restore=False)
 
     async def recall_again(self, person_id: int, ids: Sequence[int]) -> None:
         """Items restored to active: back into the full-text index (the ANN index is
         the caller's, which has their vectors)."""
+        await self._lexical_changed(person_id, ids, restore=True)
+
+    async def _lexical_changed(self, person_id: int, ids: Sequence[int], *, restore: bool) -> None:
+        if not ids:
+            return
+        pending = self._lexical_pending.get(person_id)
+        if pending is not None:
+            pending.append((restore, list(ids)))
+            return
         lexical = self._lexical.get(person_id)
-        if lexical is not None and ids:
+        if lexical is not None:
+            await self._change_lexical(lexical, ids, restore=restore)
+
+    async def _change_lexical(
+        self, index: LexicalIndex, ids: Sequence[int], *, restore: bool
+    ) -> None:
+        if restore:
             rows = await repo.lexical_rows_of(self.store, ids)
-            await asyncio.to_thread(lexical.add, rows)
+            await asyncio.to_thread(index.add, rows)
+        else:
+            await asyncio.to_thread(index.discard, ids)
 
     async def _maybe_save(self, index: PersonIndex) -> None:
         # Saving writes the whole file: waiting for a share of the index keeps bulk

@@ -8,12 +8,14 @@ stand in for FTS5 in the pack once built, FTS5 answering until then.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,7 +26,13 @@ from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo
 from memory.curate import MemoryCurator
-from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable, _postings_below
+from memory.lexical import (
+    Fts5Tokenizer,
+    LexicalIndex,
+    LexicalRow,
+    LexicalUnreadable,
+    _postings_below,
+)
 from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType
@@ -156,6 +164,42 @@ async def test_the_index_follows_what_is_recallable(
     )
     await service.retire(old, ItemStatus.SUPERSEDED)
     assert old not in found("green tea")
+
+
+async def test_what_changes_while_the_index_is_built_reaches_it(
+    store: Store, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sam = await person(store, "Sam")
+    said = await say(service, sam, SAID)
+    forgotten = await service.forget(sam.person_id, "cat Miso", at=T0)
+    assert [i for i, _ in forgotten.items] == [said[5]]
+    # The build reads the store, then waits: meanwhile an item it read is deleted
+    # and one it did not read (forgotten) is restored.
+    read, resume = asyncio.Event(), asyncio.Event()
+    rows_of = repo.lexical_rows
+
+    async def read_then_wait(*args: Any) -> list[LexicalRow]:
+        rows = await rows_of(*args)
+        if rows and not read.is_set():
+            read.set()
+            await resume.wait()
+        return rows
+
+    monkeypatch.setattr(repo, "lexical_rows", read_then_wait)
+    assert await service.lexical(sam.person_id) is None  # the build starts
+    await read.wait()
+    curator = MemoryCurator(service)
+    await curator.delete(said[0])
+    await curator.restore(said[5])
+    resume.set()
+    index = await service.lexical(sam.person_id, wait=True)
+    assert index is not None
+    assert said[0] not in index.live_ids()
+    assert said[5] in index.live_ids()
+    assert index.search(["miso"], 5)[0][0] == said[5]
+    # Once built, changes go straight to it.
+    await curator.delete(said[1])
+    assert said[1] not in index.live_ids()
 
 
 async def test_fts5_answers_until_the_index_is_built(store: Store, service: MemoryService) -> None:
