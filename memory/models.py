@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from gateway.store.models import Base, utcnow
+from gateway.store.models import Base, CompressedJSON, utcnow
 from memory.types import ItemStatus, ItemType, Tier
 
 
@@ -130,7 +130,7 @@ class MemoryTrace(Base):
     # The resolved time window of the message, if it named one.
     time_window: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     # [{"id", "type", "sources", "signals": {...}, "score", "decision", "reason"}, ...]
-    candidates: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    candidates: Mapped[list[dict[str, Any]]] = mapped_column(CompressedJSON, default=list)
     kept_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
     # What the sanitiser neutralised: [{"id", "rules": [...]}].
     filtered: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)

@@ -7,6 +7,7 @@ after the pack but before reinforcement reads it.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta
 
 from sqlalchemy import text
@@ -168,6 +169,44 @@ async def test_the_trace_is_stored_in_time_for_reinforcement(store: Store, confi
     assert trace.candidates
     assert trace.notes["timings_ms"]
     await service.aclose()
+
+
+async def test_a_traces_candidates_are_stored_compressed_and_old_ones_still_read(
+    store: Store, config: Config
+) -> None:
+    sam = await person(store, "Sam")
+    await repo.insert_items(
+        store,
+        [episode(sam, f"On day {n} Miso the cat ate tuna by the window", T0) for n in range(60)],
+    )
+    inbound = await store_inbound(store, sam, "what does Miso eat?", T0, None)
+    service = MemoryService(store, config.memory, config.data_dir / "memory-index", None)
+    pack = await service.build_pack(
+        PackRequest(sam.person_id, "what does Miso eat?", T0, turn_id=inbound.turn_id)
+    )
+    await service.traces_saved()
+    await service.aclose()
+    plain = json.dumps(list(pack.result.trace), separators=(",", ":")).encode()
+    select_raw = text("SELECT id, candidates FROM memory_traces WHERE turn_id = :turn")
+    (trace_id, stored) = await store.read(
+        lambda c: c.execute(select_raw, {"turn": inbound.turn_id}).one()
+    )
+    assert isinstance(stored, bytes)
+    assert len(stored) * 4 < len(plain)
+    trace = await repo.trace_for_turn(store, inbound.turn_id)
+    assert trace is not None
+    assert trace.candidates == list(pack.result.trace)
+    # A trace stored as plain JSON before 0010 reads as it was.
+    older = [{"id": 1, "decision": "kept", "signals": {"similarity": 0.5}}]
+    await store.write(
+        lambda c: c.execute(
+            text("UPDATE memory_traces SET candidates = :json WHERE id = :id"),
+            {"json": json.dumps(older), "id": trace_id},
+        )
+    )
+    trace = await repo.trace_for_turn(store, inbound.turn_id)
+    assert trace is not None
+    assert trace.candidates == older
 
 
 async def test_a_pack_read_through_sqlalchemy_is_the_pack_read_by_sqlites_driver(

@@ -7,6 +7,8 @@ whatever the backend keeps.
 from __future__ import annotations
 
 import enum
+import json
+import zlib
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -17,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -58,6 +61,32 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+
+class CompressedJSON(TypeDecorator[Any]):
+    """JSON kept zlib-compressed: for large documents nobody queries inside.
+
+    A pack's trace is ~33 KB of JSON with 130 candidates and ~3.3 KB compressed
+    (0.6 ms more in the writer thread, 0.8 ms to read back). Rows written as
+    plain JSON before (text in SQLite, its bytes in PostgreSQL after 0010) read
+    as they were: zlib data starts with 0x78, JSON never does.
+    """
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
+        if value is None:
+            return None
+        return zlib.compress(json.dumps(value, separators=(",", ":")).encode("utf-8"))
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return json.loads(value)
+        data = bytes(value)
+        return json.loads(zlib.decompress(data) if data[:1] == b"\x78" else data)
 
 
 def _str_enum(enum_type: type[enum.StrEnum]) -> Enum:
