@@ -286,9 +286,12 @@ class LexicalIndex:
                     self._live_length -= float(self._lengths[slot])
                     self.dirty += 1
 
-    def search(self, words: Sequence[str], limit: int) -> list[tuple[int, float]]:
+    def search(
+        self, words: Sequence[str], limit: int, *, every: bool = False
+    ) -> list[tuple[int, float]]:
         """(item id, BM25 as a positive number) of the best ``limit`` items holding any
-        of ``words``, best first, ties by id: what FTS5 ranks as ``bm25()``."""
+        of ``words`` (with ``every``, all of them: FTS5's AND), best first, ties by id:
+        what FTS5 ranks as ``bm25()``."""
         stems = self._tokenizer.stems(words)
         if not stems or limit <= 0:
             return []
@@ -298,17 +301,25 @@ class LexicalIndex:
             size, total = self._size, float(self._live_count)
             mean_length = self._live_length / total if self._live_length > 0 else 1.0
             scores = np.zeros(size, np.float64)
+            # With ``every``: how many of the distinct stems each slot holds.
+            held = np.zeros(size, np.int32) if every else None
             touched = False
             # A stem asked twice counts twice, as two phrases of an FTS5 query do.
-            for stem in stems:
+            for n, stem in enumerate(stems):
                 postings = self._postings.get(stem)
                 if postings is None:
+                    if every:
+                        return []
                     continue
                 slots, weights = postings.arrays()
                 live = self._live[slots]
                 slots, weights = slots[live], weights[live]
                 if slots.size == 0:
+                    if every:
+                        return []
                     continue
+                if held is not None and stem not in stems[:n]:
+                    held[slots] += 1
                 idf = math.log((total - slots.size + 0.5) / (slots.size + 0.5))
                 idf = idf if idf > 0 else 1e-6
                 norm = K1 * (1 - B + B * self._lengths[slots] / mean_length)
@@ -316,6 +327,8 @@ class LexicalIndex:
                 touched = True
             if not touched:
                 return []
+            if held is not None:
+                scores[held < len(set(stems))] = 0.0
             # Every term's share is positive (idf > 0, frequency ≥ 1), so the items
             # scored are the nonzero ones: a scan, where np.unique of the postings
             # sorted them (~1.5 ms for a common word at 100k items).

@@ -619,13 +619,7 @@ class MemoryService:
 
     async def forget(self, person_id: int, what: str, *, at: datetime) -> Forgotten:
         """Items holding every content word of ``what`` (and close to it) stop being recalled."""
-        terms = repo.fts_query(what).split(" OR ")
-        terms = [t for t in terms if t]
-        if not terms:
-            return Forgotten(what)
-        hits = await repo.fts_match(
-            self.store, person_id, " AND ".join(terms), self.config.forget_max_items * 3
-        )
+        hits = await self._full_text(person_id, what, self.config.forget_max_items * 3, every=True)
         if not hits:
             return Forgotten(what)
         found = await repo.fetch(self.store, [h for h, _ in hits])
@@ -646,6 +640,22 @@ class MemoryService:
         if ids:
             log.info("memory: person %d asked to forget %r: items %s", person_id, what, ids)
         return Forgotten(what, tuple(chosen))
+
+    async def _full_text(
+        self, person_id: int, message: str, limit: int, *, every: bool = False
+    ) -> list[tuple[int, float]]:
+        """The person's active items matching the message's content words (with
+        ``every``, all of them), best BM25 first: FTS5 on SQLite; on other stores,
+        which have no FTS5, the person's in-memory index (built at first use)."""
+        if self.store.is_sqlite:
+            terms = repo.fts_query(message).split(" OR ")
+            expression = (" AND " if every else " OR ").join(t for t in terms if t)
+            return await repo.fts_match(self.store, person_id, expression, limit)
+        lexical = await self.lexical(person_id)
+        if lexical is None:
+            return []
+        words = repo.content_terms(message)
+        return await asyncio.to_thread(lexical.search, words, limit, every=every)
 
     def _too_far(
         self, query: NDArray[np.float32] | None, vector: NDArray[np.float32] | None
@@ -875,7 +885,7 @@ class MemoryService:
         anchor = find_anchor(request.text)
         if anchor is None:
             return None
-        hits = await repo.fts_search(self.store, request.person_id, anchor.event, 1)
+        hits = await self._full_text(request.person_id, anchor.event, 1)
         if not hits:
             return None
         found = await repo.fetch(self.store, [hits[0][0]])

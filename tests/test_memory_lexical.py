@@ -119,6 +119,23 @@ async def test_ranks_exactly_as_fts5(store: Store, service: MemoryService) -> No
         assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-5)
 
 
+async def test_every_word_matches_as_fts5s_and(store: Store, service: MemoryService) -> None:
+    # What forget and "before the trip" search with when the store has no FTS5.
+    sam = await person(store, "Sam")
+    await say(service, sam, SAID * 2)
+    index = await service.lexical(sam.person_id, wait=True)
+    assert index is not None
+    for message in ("hiking Lisbon", "pottery Kyoto Ana", "Lisbon Lisbon", "Miso teapot", "cat"):
+        terms = repo.content_terms(message)
+        expression = " AND ".join(f'"{t}"' for t in terms)
+        expected = await repo.fts_match(store, sam.person_id, expression, 10)
+        found = index.search(terms, 10, every=True)
+        assert [i for i, _ in found] == [i for i, _ in expected], message
+        assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-5)
+    assert index.search(["miso", "teapot"], 10, every=True) == []
+    assert len(index.search(["lisbon"], 10, every=True)) == 6  # three lines, said twice
+
+
 async def test_the_index_follows_what_is_recallable(
     store: Store, service: MemoryService, config: Config
 ) -> None:

@@ -1,0 +1,168 @@
+"""The store and the memory layer on a real PostgreSQL server (Debian's, started
+for this module on a loopback port and thrown away after).
+
+SQLite is the default and has FTS5; PostgreSQL has neither FTS5 nor SQLite's
+driver shortcuts, so the pack reads through SQLAlchemy and full text comes
+from each person's in-memory index. The same items must give the same packs
+on both, and "forget ..." and "before the trip" must work there too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from gateway.config import Config
+from gateway.store import Store
+from gateway.store.repo import Address, resolve_address, store_inbound
+from memory import repo
+from memory.curate import MemoryCurator
+from memory.repo import NewItem
+from memory.service import Episode, MemoryService, PackRequest
+from memory.types import ItemType
+
+PG_BINARIES = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+pytestmark = pytest.mark.skipif(not PG_BINARIES, reason="Debian postgresql is not installed")
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+SAID = [
+    ("I went hiking near Lisbon with Ana", "Sam"),
+    ("Ana runs a pottery studio in Kyoto", "Ada"),
+    ("My cat Miso sleeps all day on the sofa", "Sam"),
+    ("We were late for the pottery class again", "Sam"),
+    ("Back from the trip to Japan, so tired", "Sam"),
+    ("The hills near Lisbon are steep, my legs hurt", "Sam"),
+]
+MESSAGES = ("where did I go hiking?", "tell me about pottery", "how is Miso?", "Ana")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL server; the URL of its server, without a database."""
+    binaries = PG_BINARIES[-1].parent
+    root = Path(tempfile.mkdtemp(prefix="agentgw-pg-"))
+    # PostgreSQL refuses to run as root: then it runs as Debian's postgres user.
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(root, "postgres")
+    data, port = root / "data", _free_port()
+    subprocess.run(
+        [*as_user, str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    pg_ctl = [*as_user, str(binaries / "pg_ctl"), "-D", str(data)]
+    subprocess.run(
+        [*pg_ctl, "-w", "-l", str(root / "log"), "-o", options, "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run([*pg_ctl, "-m", "immediate", "stop"], check=False, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def pg_store(postgres: str) -> AsyncIterator[Store]:
+    """A new database on the server, migrated and open."""
+    name = f"agentgw_{uuid.uuid4().hex[:12]}"
+    async with Store(f"{postgres}/postgres") as admin:
+        engine = admin.engine.execution_options(isolation_level="AUTOCOMMIT")
+        async with engine.connect() as connection:
+            await connection.execute(text(f"CREATE DATABASE {name}"))
+    async with Store(f"{postgres}/{name}") as store:
+        yield store
+
+
+async def sam_says(store: Store, config: Config) -> tuple[MemoryService, Address, list[int]]:
+    service = MemoryService(store, config.memory, config.data_dir / f"index-{store.url[:8]}", None)
+    sam = await resolve_address(store, "webchat", "session-sam", display_name="Sam")
+    ids = await service.ingest(
+        [
+            Episode(
+                sam.person_id, line, T0 + timedelta(days=3 * n), "user", who, sam.conversation_id
+            )
+            for n, (line, who) in enumerate(SAID)
+        ]
+    )
+    await service.lexical(sam.person_id, wait=True)
+    return service, sam, ids
+
+
+async def test_postgresql_packs_what_sqlite_packs(
+    pg_store: Store, store: Store, config: Config
+) -> None:
+    on_pg, sam_pg, ids_pg = await sam_says(pg_store, config)
+    on_sqlite, sam, ids = await sam_says(store, config)
+    assert ids_pg == ids
+    at = T0 + timedelta(days=30)
+    for message in MESSAGES:
+        expected = await on_sqlite.build_pack(PackRequest(sam.person_id, message, at))
+        inbound = await store_inbound(pg_store, sam_pg, message, at, None)
+        pack = await on_pg.build_pack(
+            PackRequest(sam_pg.person_id, message, at, turn_id=inbound.turn_id)
+        )
+        assert pack.kept, message
+        assert pack.text == expected.text, message
+        assert [c["score"] for c in pack.result.trace] == [
+            c["score"] for c in expected.result.trace
+        ], message
+        # Its trace is stored, compressed (BYTEA), and reads back whole.
+        await on_pg.traces_saved()
+        trace = await repo.trace_for_turn(pg_store, inbound.turn_id)
+        assert trace is not None
+        assert trace.kept_ids == list(pack.kept)
+        assert trace.candidates == list(pack.result.trace)
+    await on_pg.aclose()
+    await on_sqlite.aclose()
+
+
+async def test_forget_and_before_the_trip_work_without_fts5(
+    pg_store: Store, config: Config
+) -> None:
+    service, sam, ids = await sam_says(pg_store, config)
+    at = T0 + timedelta(days=30)
+    # Every word must be held: nothing says both "cat" and "Ana".
+    assert (await service.forget(sam.person_id, "cat Ana", at=at)).items == ()
+    forgotten = await service.forget(sam.person_id, "my cat Miso", at=at)
+    assert [i for i, _ in forgotten.items] == [ids[2]]
+    pack = await service.build_pack(PackRequest(sam.person_id, "how is Miso?", at))
+    assert ids[2] not in pack.kept
+    # "before the trip": the window ends when the trip was talked about.
+    pack = await service.build_pack(
+        PackRequest(sam.person_id, "what did I do before the trip to Japan?", at)
+    )
+    assert pack.window is not None
+    assert pack.window.end == (T0 + timedelta(days=12)).date()
+    await service.aclose()
+
+
+async def test_ids_on_postgresql_are_never_given_again(pg_store: Store, config: Config) -> None:
+    service, sam, ids = await sam_says(pg_store, config)
+    await MemoryCurator(service).delete(ids[-1])
+    (again,) = await repo.insert_items(
+        pg_store, [NewItem(sam.person_id, ItemType.FACT, "Sam plays the cello", T0)]
+    )
+    assert again == ids[-1] + 1
+    assert len(pg_store.identity) == 32
+    await service.aclose()
