@@ -386,9 +386,8 @@ async def test_a_restart_loads_the_index_and_catches_up_with_the_store(
     # holds, and the newest, whose id is not given to the next item (migration 0009).
     (teapot,) = await repo.insert_items(store, [episode(sam, "The blue teapot cracked")])
     await repo.set_status(store, [said[0]], ItemStatus.FORGOTTEN, T0)
-    delete = text("DELETE FROM memory_items WHERE id = :id")
-    for gone in (said[5], teapot):
-        await store.write(lambda connection, gone=gone: connection.execute(delete, {"id": gone}))
+    delete = text("DELETE FROM memory_items WHERE id IN (:held, :newest)")
+    await store.write(lambda c: c.execute(delete, {"held": said[5], "newest": teapot}))
     (kettle,) = await repo.insert_items(store, [episode(sam, "A whistling kettle from Ana")])
     assert kettle == teapot + 1
 
