@@ -1,4 +1,4 @@
-"""The ``agentgw`` command: run, doctor, bench."""
+"""The ``agentgw`` command: run, doctor, vacuum, bench."""
 
 from __future__ import annotations
 
@@ -54,6 +54,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return asyncio.run(run_doctor(config, config_path=args.config))
 
 
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    from gateway.store.db import vacuum_sqlite
+
+    config = _config_from(args)
+    path, before, after = vacuum_sqlite(config.database_url)
+    print(f"agentgw: {path}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.bench == "voice":
         from gateway.bench import voice_bench
@@ -98,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check config, database, brains and models")
     with_config(doctor)
     doctor.set_defaults(func=cmd_doctor)
+
+    vacuum = sub.add_parser(
+        "vacuum",
+        help="give the space freed in the SQLite file back to the disk (stop the gateway first)",
+    )
+    with_config(vacuum)
+    vacuum.set_defaults(func=cmd_vacuum)
 
     bench = sub.add_parser("bench", help="benchmarks that print JSON figures")
     bench_sub = bench.add_subparsers(dest="bench", required=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -9,8 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select, text
 
 from gateway.cli import main
+from gateway.store import Store
+from memory.models import MemoryTrace
+from tests.conftest import database_at
 
 AGENTGW = Path(sys.executable).parent / "agentgw"
 
@@ -41,7 +46,7 @@ def run_command(
 def test_console_script_help_lists_the_commands() -> None:
     result = run_command("--help")
     assert result.returncode == 0, result.stderr
-    for command in ("run", "doctor", "bench"):
+    for command in ("run", "doctor", "vacuum", "bench"):
         assert command in result.stdout
 
 
@@ -193,3 +198,48 @@ def test_bench_pack_fills_a_store_then_reuses_it(tmp_path: Path) -> None:
     assert filled["ingest_per_s"] > 0
     assert reused["ingest_per_s"] is None
     assert list((store / "memory-index").glob("person-*.lexical.npz"))
+
+
+def test_vacuum_gives_back_what_compressing_old_traces_freed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    database = data / "agentgw.db"
+    # A store from before 0010, its traces plain JSON (~40 KB each in a real store).
+    candidates = json.dumps(
+        [{"id": n, "signals": {"similarity": n / 997}, "reason": "budget"} for n in range(300)]
+    )
+    with database_at(database, "0009") as connection:
+        for _ in range(60):
+            connection.execute(
+                text(
+                    "INSERT INTO memory_traces (person_id, created_at, query, budget_tokens, "
+                    "used_tokens, candidates, kept_ids, filtered, notes) VALUES (1, "
+                    "'2024-01-01 00:00:00', 'q', 0, 0, :candidates, '[]', '[]', '{}')"
+                ),
+                {"candidates": candidates},
+            )
+    config = tmp_path / "agentgw.toml"
+    config.write_text(f'[store]\ndata_dir = "{data}"\n', encoding="utf-8")
+
+    async def open_and_read() -> list[list[dict[str, object]]]:
+        async with Store(f"sqlite+aiosqlite:///{database}") as store, store.reader() as session:
+            return list((await session.scalars(select(MemoryTrace.candidates))).all())
+
+    assert asyncio.run(open_and_read()) == [json.loads(candidates)] * 60  # 0010 ran
+    size = database.stat().st_size
+    assert main(["vacuum", "--config", str(config)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{database}: " in printed
+    assert database.stat().st_size * 3 < size
+    assert asyncio.run(open_and_read()) == [json.loads(candidates)] * 60
+
+
+def test_vacuum_refuses_a_database_that_is_not_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agentgw.toml"
+    config.write_text(f'[store]\ndata_dir = "{tmp_path / "none"}"\n', encoding="utf-8")
+    assert main(["vacuum", "--config", str(config)]) == 2
+    assert "no SQLite database file" in capsys.readouterr().err

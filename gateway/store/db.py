@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -277,6 +278,33 @@ def _read_only(engine: Engine, work: Callable[[Connection], T]) -> T:
 
 
 _IDENTITY = text("SELECT value FROM store_info WHERE key = 'store_id'")
+
+
+def vacuum_sqlite(url: str, *, wait_s: float = 2.0) -> tuple[Path, int, int]:
+    """Give the space that deleted and shrunk rows left back to the disk (SQLite's
+    VACUUM); the file, and its size before and after. Blocking.
+
+    SQLite reuses that space before the file grows, so this only matters once a
+    lot was freed (migration 0010 compresses old traces to a tenth). It rewrites
+    the whole file and holds the write lock meanwhile: the gateway must be
+    stopped, or its writes wait and fail.
+    """
+    if not url.startswith("sqlite"):
+        raise StoreError(f"vacuum is for SQLite files; {url.split(':', 1)[0]} has its own")
+    path = Path(url.split("///", 1)[-1])
+    if not url.split("///", 1)[-1] or ":memory:" in url or not path.is_file():
+        raise StoreError(f"no SQLite database file at {path}")
+    before = path.stat().st_size
+    connection = sqlite3.connect(path, timeout=wait_s, isolation_level=None)
+    try:
+        connection.execute("VACUUM")
+        # The rewritten pages go through the WAL: fold it into the file now.
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot vacuum {path}: {exc} (is the gateway running?)") from exc
+    finally:
+        connection.close()
+    return path, before, path.stat().st_size
 
 
 def _ping(connection: Connection) -> None:
