@@ -21,11 +21,11 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 # Without AUTOINCREMENT, SQLite gives a new row the highest id + 1, so once the
-# newest item is deleted (the panel's delete, a person's erasure) the next item
-# gets its id. Everything that names items by id then names the wrong one: a
-# pack's trace ("why did it remember that?"), and the ANN and full-text index
-# files, which a restart catches up by comparing ids. PostgreSQL's sequences
-# never go back, so only SQLite's table changes.
+# newest item is deleted (the panel's delete) the next item gets its id.
+# Everything that names items by id then names the wrong one: a pack's trace
+# ("why did it remember that?"), and the ANN and full-text index files, which a
+# restart catches up by comparing ids. PostgreSQL's sequences never go back, so
+# only SQLite's table changes.
 #
 # SQLite cannot add AUTOINCREMENT to a table, so the table is made anew, with
 # its own DDL, indexes and triggers copied from sqlite_master. The old one is
@@ -100,7 +100,7 @@ def _sqlite_autoincrement(connection: sa.Connection) -> None:
 
 def _index_superseded_by() -> None:
     # The same scan made every delete of an item (the panel's) read the whole table,
-    # and a person's erasure one scan per item.
+    # and deleting many at once (a person's rows, by cascade) one scan per item.
     op.create_index("ix_memory_items_superseded_by", "memory_items", ["superseded_by_id"])
 
 
