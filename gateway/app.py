@@ -26,6 +26,7 @@ from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.prompt import ContextStage
 from gateway.router import Router
 from gateway.store import Store
+from gateway.store.datalock import DataDirLock
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
 from memory.embed import Embedder
@@ -93,6 +94,12 @@ def create_app(
         middlewares=[access_middleware(config), same_origin_middleware],  # type: ignore[list-item]
         client_max_size=max(config.webchat.max_frame_bytes, 1 << 20),
     )
+
+    async def hold_data_dir(app: web.Application) -> AsyncIterator[None]:
+        # First in, last out: held from before the store opens until the index files
+        # are written at the end.
+        with DataDirLock(config.data_dir):
+            yield
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         store = Store(config.database_url, echo=config.store.echo)
@@ -235,6 +242,7 @@ def create_app(
             if gateway.telegram is not None:
                 await gateway.telegram.stop_input()
 
+    app.cleanup_ctx.append(hold_data_dir)
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/", chat_page)

@@ -55,10 +55,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
+    from gateway.store.datalock import DataDirLock
     from gateway.store.db import vacuum_sqlite
 
     config = _config_from(args)
-    path, before, after = vacuum_sqlite(config.database_url)
+    # Not beside a running gateway: it would be writing the file being rewritten.
+    with DataDirLock(config.data_dir):
+        path, before, after = vacuum_sqlite(config.database_url)
     print(f"agentgw: {path}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0
 

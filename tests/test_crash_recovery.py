@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,29 @@ async def test_kill_mid_turn_keeps_the_message_and_marks_the_turn_interrupted(
         assert await second.stop() == 0
     rows = await asyncio.to_thread(turn_rows, database)
     assert [row[1] for row in rows] == ["replied", "replied"]
+
+
+async def test_a_second_gateway_on_the_same_data_dir_is_refused(
+    tmp_path: Path, first_gateway: GatewayProcess
+) -> None:
+    # It would keep memory indexes of its own and overwrite the first one's files.
+    config = write_config(tmp_path, tmp_path / "data", free_port(), delay_s=0.0)
+    in_use = f"is in use by another agentgw (pid {first_gateway.pid})"
+    for command in ("run", "vacuum"):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            command,
+            "--config",
+            str(config),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+        assert process.returncode == 2, (command, stderr)
+        assert in_use in stderr.decode(), (command, stderr)
+    # The first one was not disturbed.
+    async with page(first_gateway) as (_, history):
+        assert history["messages"] == []
