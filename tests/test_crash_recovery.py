@@ -155,7 +155,12 @@ async def test_a_second_gateway_on_the_same_data_dir_is_refused(
             stderr=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL,
         )
-        _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+        try:
+            _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+        finally:
+            if process.returncode is None:  # it started after all: leave no process behind
+                process.kill()
+                await process.wait()
         assert process.returncode == 2, (command, stderr)
         assert in_use in stderr.decode(), (command, stderr)
     # The first one was not disturbed.
