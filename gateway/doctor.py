@@ -30,7 +30,7 @@ from gateway.brains.claude import DEFAULT_BASE_URL, ClaudeBrain
 from gateway.brains.openai_compat import OpenAICompatBrain
 from gateway.config import Config
 from gateway.errors import BrainError
-from gateway.store.db import alembic_config
+from gateway.store.db import alembic_config, sqlite_file
 from gateway.store.models import Message, Person, Turn
 
 # The reachability check should answer quickly whatever brain.timeout_s says.
@@ -110,23 +110,16 @@ def _current_revisions(connection: Connection) -> tuple[str, ...]:
     return tuple(MigrationContext.configure(connection).get_current_heads())
 
 
-def _sqlite_file(url: str) -> Path | None:
-    if not url.startswith("sqlite"):
-        return None
-    path = url.split("///", 1)[-1]
-    return None if not path or path.startswith(":memory:") else Path(path)
-
-
 async def check_database(config: Config, report: Report) -> None:
     url = config.database_url
     shown = make_url(url).render_as_string(hide_password=True)
     known, heads = await asyncio.to_thread(_known_revisions)
     head_text = ", ".join(heads)
-    sqlite_file = _sqlite_file(url)
-    if sqlite_file is not None and not sqlite_file.exists():
+    database_file = sqlite_file(url)
+    if database_file is not None and not database_file.exists():
         report.say(
             "database",
-            f"none yet at {sqlite_file.resolve()}; "
+            f"none yet at {database_file.resolve()}; "
             f"`agentgw run` creates it with the schema at {head_text}",
         )
         return

@@ -6,8 +6,8 @@ file). The store holds every vector, so an index is a cache: a missing, corrupt
 (checksum or load failure), wrong-dimension or other database's index is
 rebuilt from the store, and a stale one (a crash before its last save) is
 brought up to date by adding the missing vectors and deleting labels that
-left; nothing is re-embedded. Everything
-here blocks: the service calls it through ``asyncio.to_thread``.
+left; nothing is re-embedded. Everything here blocks: the service calls it
+through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations

@@ -272,9 +272,10 @@ def content_terms(message: str) -> list[str]:
     )
 
 
-def fts_query(message: str) -> str:
-    """An FTS5 OR-query of the message's content words (quoted, so nothing is syntax)."""
-    return " OR ".join(f'"{t}"' for t in content_terms(message))
+def fts_query(message: str, *, every: bool = False) -> str:
+    """An FTS5 OR-query of the message's content words (with ``every``, an AND-query),
+    each quoted, so nothing is syntax."""
+    return (" AND " if every else " OR ").join(f'"{t}"' for t in content_terms(message))
 
 
 _FTS = text(

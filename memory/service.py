@@ -648,8 +648,7 @@ class MemoryService:
         ``every``, all of them), best BM25 first: FTS5 on SQLite; on other stores,
         which have no FTS5, the person's in-memory index (built at first use)."""
         if self.store.is_sqlite:
-            terms = repo.fts_query(message).split(" OR ")
-            expression = (" AND " if every else " OR ").join(t for t in terms if t)
+            expression = repo.fts_query(message, every=every)
             return await repo.fts_match(self.store, person_id, expression, limit)
         lexical = await self.lexical(person_id)
         if lexical is None:

@@ -4,17 +4,21 @@ without losing what they hold."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import Connection, text
+from alembic import command
+from sqlalchemy import Connection, create_engine, text
 
 import memory.models
 import persona.models
 from gateway.store import Store
+from gateway.store.db import alembic_config
 from gateway.store.models import Base
 from gateway.store.repo import resolve_address
 from memory import repo
+from memory.models import MemoryTrace
 from memory.repo import NewItem
 from memory.types import ItemType
 from tests.conftest import database_at
@@ -131,3 +135,22 @@ async def test_a_deleted_items_id_is_never_given_again_and_stores_have_their_own
     async with Store(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}") as other:
         assert len(other.identity) == 32
         assert other.identity != store.identity
+
+
+async def test_migration_0010_undone_gives_older_code_its_json_back(tmp_path: Path) -> None:
+    database = tmp_path / "agentgw.db"
+    candidates = [{"id": 5, "decision": "kept", "signals": {"similarity": 0.25}}] * 40
+    async with Store(f"sqlite+aiosqlite:///{database}") as store:
+        sam = await resolve_address(store, "webchat", "s", display_name="Sam")
+        await repo.save_trace(
+            store, MemoryTrace(person_id=sam.person_id, query="q", candidates=candidates)
+        )
+    engine = create_engine(f"sqlite:///{database}")
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0009")
+        kind, stored = connection.execute(
+            text("SELECT typeof(candidates), candidates FROM memory_traces")
+        ).one()
+    engine.dispose()
+    assert kind == "text"
+    assert json.loads(stored) == candidates

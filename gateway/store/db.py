@@ -113,10 +113,9 @@ class Store:
     async def open(self) -> None:
         if self._engine is not None:
             raise StoreError("store is already open")
-        if self.is_sqlite:
-            path = self.url.split("///", 1)[-1]
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        database_file = sqlite_file(self.url)
+        if database_file is not None:
+            database_file.parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(self.url, echo=self._echo)
         if self.is_sqlite:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -165,8 +164,7 @@ class Store:
 
     @property
     def _has_file(self) -> bool:
-        path = self.url.split("///", 1)[-1]
-        return self.is_sqlite and bool(path) and path != ":memory:" and "mode=memory" not in path
+        return sqlite_file(self.url) is not None
 
     @staticmethod
     def _upgrade(connection: Connection) -> None:
@@ -280,6 +278,16 @@ def _read_only(engine: Engine, work: Callable[[Connection], T]) -> T:
 _IDENTITY = text("SELECT value FROM store_info WHERE key = 'store_id'")
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL; None for another database or an in-memory one."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[-1]
+    if not path or path.startswith(":memory:") or "mode=memory" in path:
+        return None
+    return Path(path)
+
+
 def vacuum_sqlite(url: str, *, wait_s: float = 2.0) -> tuple[Path, int, int]:
     """Give the space that deleted and shrunk rows left back to the disk (SQLite's
     VACUUM); the file, and its size before and after. Blocking.
@@ -292,9 +300,9 @@ def vacuum_sqlite(url: str, *, wait_s: float = 2.0) -> tuple[Path, int, int]:
     """
     if not url.startswith("sqlite"):
         raise StoreError(f"vacuum is for SQLite files; {url.split(':', 1)[0]} has its own")
-    path = Path(url.split("///", 1)[-1])
-    if not url.split("///", 1)[-1] or ":memory:" in url or not path.is_file():
-        raise StoreError(f"no SQLite database file at {path}")
+    path = sqlite_file(url)
+    if path is None or not path.is_file():
+        raise StoreError(f"no SQLite database file at {path or url}")
     before = path.stat().st_size
     connection = sqlite3.connect(path, timeout=wait_s, isolation_level=None)
     try:

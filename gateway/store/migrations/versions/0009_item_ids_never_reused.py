@@ -56,8 +56,9 @@ def upgrade() -> None:
     )
     if connection.dialect.name == "sqlite":
         _sqlite_autoincrement(connection)
-    else:
-        _index_superseded_by()
+    # The same scan made every delete of an item (the panel's) read the whole table,
+    # and deleting many at once (a person's rows, by cascade) one scan per item.
+    op.create_index("ix_memory_items_superseded_by", "memory_items", ["superseded_by_id"])
 
 
 def _sqlite_autoincrement(connection: sa.Connection) -> None:
@@ -74,7 +75,6 @@ def _sqlite_autoincrement(connection: sa.Connection) -> None:
 
     (table,) = schema("table")
     if "AUTOINCREMENT" in table.upper():
-        _index_superseded_by()
         return
     created = _PK_CONSTRAINT.sub("", table)
     created = _PK_COLUMN.sub(
@@ -95,13 +95,6 @@ def _sqlite_autoincrement(connection: sa.Connection) -> None:
     connection.exec_driver_sql("DROP TABLE memory_items_0008")
     for statement in indexes + triggers:
         connection.exec_driver_sql(statement)
-    _index_superseded_by()
-
-
-def _index_superseded_by() -> None:
-    # The same scan made every delete of an item (the panel's) read the whole table,
-    # and deleting many at once (a person's rows, by cascade) one scan per item.
-    op.create_index("ix_memory_items_superseded_by", "memory_items", ["superseded_by_id"])
 
 
 def downgrade() -> None:
