@@ -391,6 +391,9 @@ class MemoryConfig:
     upkeep_interval_s: float = 3600.0
     # Store a trace of every pack (memory_traces, linked to the turn).
     store_traces: bool = True
+    # Upkeep deletes traces older than this many days (0: keeps every trace). A trace
+    # explains one pack ("why did it remember that?"); ~3 KB each, one per turn.
+    trace_keep_days: float = 90.0
 
 
 @dataclass(frozen=True)
@@ -585,6 +588,7 @@ def _validate_memory(memory: MemoryConfig) -> None:
             "reinforce_referred",
             "reinforce_used",
             "reinforce_unused",
+            "trace_keep_days",
         )
     }
     for name, value in non_negative.items():

@@ -123,7 +123,8 @@ class MemoryTrace(Base):
         ForeignKey("turns.id", ondelete="CASCADE"), default=None, index=True
     )
     person_id: Mapped[int] = mapped_column(ForeignKey("people.id", ondelete="CASCADE"), index=True)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Indexed for upkeep, which deletes traces older than memory.trace_keep_days.
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     query: Mapped[str] = mapped_column(Text, default="")
     budget_tokens: Mapped[int] = mapped_column(Integer, default=0)
     used_tokens: Mapped[int] = mapped_column(Integer, default=0)

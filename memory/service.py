@@ -999,16 +999,28 @@ class MemoryService:
                 await self._unindex(person_id, ids)
         return stats
 
+    async def prune_traces(self, now: datetime) -> int:
+        """Delete the traces older than ``trace_keep_days`` (none when it is 0); how many."""
+        if self.config.trace_keep_days <= 0:
+            return 0
+        return await repo.prune_traces(
+            self.store, now - timedelta(days=self.config.trace_keep_days)
+        )
+
     async def upkeep_forever(self) -> None:
-        """Decay sweep and index saves now and every ``upkeep_interval_s`` (a supervised task)."""
+        """Decay sweep, trace pruning and index saves now and every ``upkeep_interval_s``
+        (a supervised task)."""
         while True:
-            stats = await self.sweep(datetime.now(UTC))
+            now = datetime.now(UTC)
+            stats = await self.sweep(now)
+            pruned = await self.prune_traces(now)
             await self.save_indexes()
             log.info(
-                "memory upkeep: %d items, tiers %s, %d archived",
+                "memory upkeep: %d items, tiers %s, %d archived, %d traces past their keep deleted",
                 stats.seen,
                 stats.tiers,
                 stats.archived,
+                pruned,
             )
             await asyncio.sleep(self.config.upkeep_interval_s)
 

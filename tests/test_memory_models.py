@@ -290,6 +290,61 @@ async def test_decay_archives_then_a_reference_brings_an_item_back(
     assert index.count == 2
 
 
+async def test_upkeep_deletes_traces_past_their_keep_and_only_those(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    assert service.config.trace_keep_days == 90
+    await ingest_lines(service, address)
+    for question in ("Where does Ana live?", "What is my cat called?", "When is the marathon?"):
+        await service.build_pack(PackRequest(address.person_id, question, T0 + timedelta(hours=1)))
+    await service.traces_saved()
+
+    async def trace_ids() -> list[int]:
+        async with store.session() as session:
+            return list(await session.scalars(select(MemoryTrace.id).order_by(MemoryTrace.id)))
+
+    first, second, third = await trace_ids()
+    now = datetime.now(UTC)
+    async with store.session() as session:
+        for trace_id, age in ((first, 200), (second, 91)):
+            row = await session.get(MemoryTrace, trace_id)
+            assert row is not None
+            row.created_at = now - timedelta(days=age)
+        await session.commit()
+
+    # 0 keeps every trace, however old.
+    keep_all = MemoryService(
+        store,
+        replace(memory_config.memory, trace_keep_days=0),
+        memory_config.data_dir / "memory-index",
+        embedder,
+    )
+    assert await keep_all.prune_traces(now) == 0
+    assert await trace_ids() == [first, second, third]
+
+    assert await service.prune_traces(now) == 2
+    assert await trace_ids() == [third]
+    # The one left is whole: the panel still explains its pack.
+    trace = await store_trace(store, third)
+    assert trace.query == "When is the marathon?"
+    assert trace.candidates
+
+    # Batches smaller than what is due: every batch goes, none twice.
+    for question in ("Who is Ana?", "Is Miso grey?"):
+        await service.build_pack(PackRequest(address.person_id, question, T0 + timedelta(hours=2)))
+    await service.traces_saved()
+    assert await repo.prune_traces(store, datetime.now(UTC) + timedelta(seconds=1), batch=2) == 3
+    assert await trace_ids() == []
+
+
+async def store_trace(store: Store, trace_id: int) -> MemoryTrace:
+    async with store.session() as session:
+        trace = await session.get(MemoryTrace, trace_id)
+    assert trace is not None
+    return trace
+
+
 async def test_time_aware_recall_prefers_the_named_period(
     store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
 ) -> None:

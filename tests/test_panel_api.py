@@ -150,7 +150,9 @@ async def test_memory_api_refuses_bad_input(seeded: RunningGateway) -> None:
     await get_json(seeded, "/api/memory/items?type=gossip", status=400)
     await get_json(seeded, "/api/memory/items?limit=many", status=400)
     await get_json(seeded, "/api/memory/items/999999", status=404)
-    await get_json(seeded, "/api/turns/999999/pack", status=404)
+    missing = await get_json(seeded, "/api/turns/999999/pack", status=404)
+    # Says why a trace may be gone: upkeep deletes those past their keep.
+    assert "kept 90 days: memory.trace_keep_days" in missing
     item = (await get_json(seeded, "/api/memory/items?limit=1"))["items"][0]
     for body in ({"priority": 2}, {"priority": "high"}, {"content": ""}, {"colour": "red"}):
         status, answer = await send(seeded, "PATCH", f"/api/memory/items/{item['id']}", body)

@@ -158,6 +158,7 @@ async def pack_page(request: web.Request) -> web.Response:
         "memory_pack.html",
         turn_id=turn_id,
         trace=None if trace is None else await trace_json(cur, trace),
+        keep_days=cur.memory.config.trace_keep_days,
     )
 
 
@@ -242,8 +243,13 @@ async def turn_pack(request: web.Request) -> web.Response:
     turn_id = path_int(request, "turn_id")
     trace = await cur.trace(turn_id)
     if trace is None:
-        raise not_found(f"no pack trace is stored for turn {turn_id}")
+        raise not_found(f"no pack trace is stored for turn {turn_id}{_kept_for(cur)}")
     return web.json_response(await trace_json(cur, trace))
+
+
+def _kept_for(cur: MemoryCurator) -> str:
+    days = cur.memory.config.trace_keep_days
+    return f" (traces are kept {days:g} days: memory.trace_keep_days)" if days > 0 else ""
 
 
 def add_routes(app: web.Application) -> None:
