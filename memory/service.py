@@ -337,15 +337,23 @@ class MemoryService:
             index = LexicalIndex(self._tokenizer)
             last = await self._fill_lexical(index, person_id, 0, chunk)
         self._lexical[person_id] = index
-        # Items stored meanwhile: read here, or added by add_items now that the index
-        # is registered (adding one twice is harmless).
-        await self._fill_lexical(index, person_id, last, chunk)
-        # Items retired or restored meanwhile: the reads above may have come before
-        # them. Changes made while these are applied join the queue, so the order holds.
-        while pending := self._lexical_pending.get(person_id):
-            self._lexical_pending[person_id] = []
-            for restore, ids in pending:
-                await self._change_lexical(index, ids, restore=restore)
+        try:
+            # Items stored meanwhile: read here, or added by add_items now that the
+            # index is registered (adding one twice is harmless).
+            await self._fill_lexical(index, person_id, last, chunk)
+            # Items retired or restored meanwhile: the reads above may have come before
+            # them. Changes made while these are applied join the queue, so the order
+            # holds.
+            while pending := self._lexical_pending.get(person_id):
+                self._lexical_pending[person_id] = []
+                for restore, ids in pending:
+                    await self._change_lexical(index, ids, restore=restore)
+        except BaseException:
+            # The queue goes with the failed build, so the index may lack changes it
+            # held: searches go back to FTS5 and the next build reads the store anew.
+            if self._lexical.get(person_id) is index:
+                del self._lexical[person_id]
+            raise
         self._lexical_pending.pop(person_id, None)
         await asyncio.to_thread(index.compact)
         if index.dirty or origin == "built":

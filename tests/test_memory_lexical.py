@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from gateway.config import Config
+from gateway.errors import StoreError
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo
@@ -183,15 +184,11 @@ async def test_the_index_follows_what_is_recallable(
     assert old not in found("green tea")
 
 
-async def test_what_changes_while_the_index_is_built_reaches_it(
-    store: Store, service: MemoryService, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sam = await person(store, "Sam")
-    said = await say(service, sam, SAID)
-    forgotten = await service.forget(sam.person_id, "cat Miso", at=T0)
-    assert [i for i, _ in forgotten.items] == [said[5]]
-    # The build reads the store, then waits: meanwhile an item it read is deleted
-    # and one it did not read (forgotten) is restored.
+def pause_the_build_after_its_first_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[asyncio.Event, asyncio.Event]:
+    """(read, resume): a full-text build sets ``read`` once it has read some of the
+    store, then waits for ``resume``."""
     read, resume = asyncio.Event(), asyncio.Event()
     rows_of = repo.lexical_rows
 
@@ -203,6 +200,19 @@ async def test_what_changes_while_the_index_is_built_reaches_it(
         return rows
 
     monkeypatch.setattr(repo, "lexical_rows", read_then_wait)
+    return read, resume
+
+
+async def test_what_changes_while_the_index_is_built_reaches_it(
+    store: Store, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sam = await person(store, "Sam")
+    said = await say(service, sam, SAID)
+    forgotten = await service.forget(sam.person_id, "cat Miso", at=T0)
+    assert [i for i, _ in forgotten.items] == [said[5]]
+    # The build reads the store, then waits: meanwhile an item it read is deleted
+    # and one it did not read (forgotten) is restored.
+    read, resume = pause_the_build_after_its_first_read(monkeypatch)
     assert await service.lexical(sam.person_id) is None  # the build starts
     await read.wait()
     curator = MemoryCurator(service)
@@ -217,6 +227,35 @@ async def test_what_changes_while_the_index_is_built_reaches_it(
     # Once built, changes go straight to it.
     await curator.delete(said[1])
     assert said[1] not in index.live_ids()
+
+
+async def test_a_build_that_fails_after_registering_leaves_no_index_missing_changes(
+    store: Store, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sam = await person(store, "Sam")
+    said = await say(service, sam, SAID)
+    change = service._change_lexical
+
+    async def store_down(*args: Any, **kwargs: Any) -> None:
+        raise StoreError("the store went away")
+
+    read, resume = pause_the_build_after_its_first_read(monkeypatch)
+    assert await service.lexical(sam.person_id) is None  # the build starts
+    await read.wait()
+    # Deleted mid-build: queued; then applying the queue fails.
+    await MemoryCurator(service).delete(said[0])
+    monkeypatch.setattr(service, "_change_lexical", store_down)
+    resume.set()
+    with pytest.raises(StoreError):
+        await service.lexical(sam.person_id, wait=True)
+    # No half-updated index stays to answer with the deleted item; the next build
+    # reads the store as it is.
+    assert sam.person_id not in service._lexical
+    monkeypatch.setattr(service, "_change_lexical", change)
+    index = await service.lexical(sam.person_id, wait=True)
+    assert index is not None
+    assert said[0] not in index.live_ids()
+    assert said[1] in index.live_ids()
 
 
 async def test_fts5_answers_until_the_index_is_built(store: Store, service: MemoryService) -> None:
