@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -282,8 +282,11 @@ def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL; None for another database or an in-memory one."""
     if not url.startswith("sqlite"):
         return None
-    path = url.split("///", 1)[-1]
-    if not path or path.startswith(":memory:") or "mode=memory" in path:
+    # make_url, not a split at "///": "sqlite+aiosqlite://" is in memory too, and
+    # a query ("?timeout=5") is no part of the file's name.
+    parsed = make_url(url)
+    path = parsed.database
+    if not path or path == ":memory:" or parsed.query.get("mode") == "memory":
         return None
     return Path(path)
 
