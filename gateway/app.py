@@ -26,7 +26,7 @@ from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.prompt import ContextStage
 from gateway.router import Router
 from gateway.store import Store
-from gateway.store.datalock import DataDirLock
+from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
 from memory.embed import Embedder
@@ -99,6 +99,13 @@ def create_app(
         # First in, last out: held from before the store opens until the index files
         # are written at the end.
         with DataDirLock(config.data_dir):
+            yield
+
+    async def hold_database(app: web.Application) -> AsyncIterator[None]:
+        # Another data directory may be configured with the same database (store.url):
+        # held from before the store opens (a second gateway must not migrate it
+        # under the first) until after it closes.
+        async with claim_database(config.database_url):
             yield
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -243,6 +250,7 @@ def create_app(
                 await gateway.telegram.stop_input()
 
     app.cleanup_ctx.append(hold_data_dir)
+    app.cleanup_ctx.append(hold_database)
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/", chat_page)

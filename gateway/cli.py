@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -55,12 +56,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
-    from gateway.store.datalock import DataDirLock
-    from gateway.store.db import vacuum_sqlite
+    from gateway.store.datalock import DatabaseFileLock, DataDirLock
+    from gateway.store.db import sqlite_file, vacuum_sqlite
 
     config = _config_from(args)
-    # Not beside a running gateway: it would be writing the file being rewritten.
-    with DataDirLock(config.data_dir):
+    database = sqlite_file(config.database_url)
+    # Not beside a running gateway, of this data directory or of another one
+    # configured with the same file: it would be writing the file being rewritten.
+    with DataDirLock(config.data_dir), contextlib.ExitStack() as held:
+        if database is not None:  # else vacuum_sqlite says why it cannot
+            held.enter_context(DatabaseFileLock(database))
         path, before, after = vacuum_sqlite(config.database_url)
     print(f"agentgw: {path}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0

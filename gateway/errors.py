@@ -19,6 +19,8 @@ into them with ``raise ... from exc`` at the edge. Each carries a stable
     │       └── SilentAudio          no speech found
     ├── VoiceUnavailable             a speech model is not installed or failed to load
     ├── StoreError                   the database failed
+    │   ├── DataDirInUse             another agentgw holds the data directory
+    │   └── DatabaseInUse            another agentgw holds the database
     └── BrainError                   a model call failed
         ├── BrainNotConfigured       no credentials / endpoint for that brain
         ├── BrainTimeout             no answer within the timeout
@@ -97,6 +99,14 @@ class VoiceUnavailable(AgentGWError):
 
 class StoreError(AgentGWError):
     code = "store_error"
+
+
+class DataDirInUse(StoreError):
+    code = "data_dir_in_use"
+
+
+class DatabaseInUse(StoreError):
+    code = "database_in_use"
 
 
 class BrainError(AgentGWError):

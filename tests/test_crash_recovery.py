@@ -25,11 +25,15 @@ from gateway.bench.gateway_bench import GatewayProcess, free_port
 SESSION = "crash-test-session"
 
 
-def write_config(folder: Path, data_dir: Path, port: int, delay_s: float) -> Path:
+def write_config(
+    folder: Path, data_dir: Path, port: int, delay_s: float, *, database: Path | None = None
+) -> Path:
+    """A config on ``port``; its database is ``database`` when given, else the data dir's."""
     path = folder / f"agentgw-{port}.toml"
+    url = f"url = {json.dumps(f'sqlite+aiosqlite:///{database}')}\n" if database else ""
     path.write_text(
         f'[server]\nhost = "127.0.0.1"\nport = {port}\n'
-        f"[store]\ndata_dir = {json.dumps(str(data_dir))}\n"
+        f"[store]\ndata_dir = {json.dumps(str(data_dir))}\n{url}"
         '[brain]\nkind = "scripted"\n'
         f"[scripted]\ndelay_s = {delay_s}\n"
         "[voice]\nenabled = false\n",
@@ -137,32 +141,44 @@ async def test_kill_mid_turn_keeps_the_message_and_marks_the_turn_interrupted(
     assert [row[1] for row in rows] == ["replied", "replied"]
 
 
-async def test_a_second_gateway_on_the_same_data_dir_is_refused(
+async def test_a_second_gateway_on_the_same_data_dir_or_database_is_refused(
     tmp_path: Path, first_gateway: GatewayProcess
 ) -> None:
-    # It would keep memory indexes of its own and overwrite the first one's files.
-    config = write_config(tmp_path, tmp_path / "data", free_port(), delay_s=0.0)
-    in_use = f"is in use by another agentgw (pid {first_gateway.pid})"
-    for command in ("run", "vacuum"):
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway",
-            command,
-            "--config",
-            str(config),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
-        finally:
-            if process.returncode is None:  # it started after all: leave no process behind
-                process.kill()
-                await process.wait()
-        assert process.returncode == 2, (command, stderr)
-        assert in_use in stderr.decode(), (command, stderr)
+    # It would keep memory indexes of its own (and overwrite the first one's files).
+    database = tmp_path / "data" / "agentgw.db"
+    same_dir = write_config(tmp_path, tmp_path / "data", free_port(), delay_s=0.0)
+    # Another data directory, configured with the first gateway's database file.
+    same_database = write_config(
+        tmp_path, tmp_path / "other", free_port(), delay_s=0.0, database=database
+    )
+    refusals = {
+        same_dir: f"{tmp_path / 'data'} is in use by another agentgw (pid {first_gateway.pid})",
+        same_database: (
+            f"the database {database.resolve()} is in use by another agentgw "
+            f"(pid {first_gateway.pid})"
+        ),
+    }
+    for config, in_use in refusals.items():
+        for command in ("run", "vacuum"):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "gateway",
+                command,
+                "--config",
+                str(config),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                stdin=asyncio.subprocess.DEVNULL,
+            )
+            try:
+                _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+            finally:
+                if process.returncode is None:  # it started after all: leave no process behind
+                    process.kill()
+                    await process.wait()
+            assert process.returncode == 2, (command, stderr)
+            assert in_use in stderr.decode(), (command, stderr)
     # The first one was not disturbed.
     async with page(first_gateway) as (_, history):
         assert history["messages"] == []

@@ -23,7 +23,9 @@ import pytest
 from sqlalchemy import text
 
 from gateway.config import Config
+from gateway.errors import DatabaseInUse
 from gateway.store import Store
+from gateway.store.datalock import claim_database
 from gateway.store.repo import Address, resolve_address, store_inbound
 from memory import repo
 from memory.curate import MemoryCurator
@@ -166,3 +168,20 @@ async def test_ids_on_postgresql_are_never_given_again(pg_store: Store, config: 
     assert again == ids[-1] + 1
     assert len(pg_store.identity) == 32
     await service.aclose()
+
+
+async def test_one_gateway_per_postgresql_database(pg_store: Store, postgres: str) -> None:
+    # Two gateways on one database would each find only the memory items they stored.
+    async with claim_database(pg_store.url):
+        with pytest.raises(DatabaseInUse) as refused:
+            async with claim_database(pg_store.url):
+                pass
+        database = pg_store.url.rsplit("/", 1)[-1]
+        holder = f"agentgw pid {os.getpid()} on {socket.gethostname()}, from 127.0.0.1"
+        assert f"{database} is in use by another agentgw ({holder})" in str(refused.value)
+        # Advisory locks are per database: another one on the server is free.
+        async with claim_database(f"{postgres}/postgres"):
+            pass
+    # Released with its connection: the next gateway gets it.
+    async with claim_database(pg_store.url):
+        pass

@@ -298,8 +298,8 @@ def vacuum_sqlite(url: str, *, wait_s: float = 2.0) -> tuple[Path, int, int]:
     SQLite reuses that space before the file grows, so this only matters once a
     lot was freed (migration 0010 compresses old traces to a tenth). It rewrites
     the whole file and holds the write lock meanwhile, so ``agentgw vacuum`` runs
-    it only while it holds the data directory (``DataDirLock``): never beside a
-    running gateway.
+    it only while it holds the data directory and the file (``DataDirLock``,
+    ``DatabaseFileLock``): never beside a running gateway.
     """
     if not url.startswith("sqlite"):
         raise StoreError(f"vacuum is for SQLite files; {url.split(':', 1)[0]} has its own")
