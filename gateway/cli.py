@@ -195,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument(
         "--store",
         type=Path,
-        help="keep the synthetic store in this folder and reuse it when it already holds N items",
+        help="keep the synthetic store in this folder and reuse it when it already holds N "
+        "items (a fill that was stopped goes on)",
     )
     pack.add_argument(
         "--back-to-back",
