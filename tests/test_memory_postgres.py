@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from gateway.config import Config
 from gateway.errors import DatabaseInUse
@@ -29,6 +29,7 @@ from gateway.store.datalock import claim_database
 from gateway.store.repo import Address, resolve_address, store_inbound
 from memory import repo
 from memory.curate import MemoryCurator
+from memory.models import MemoryTrace
 from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemType
@@ -167,6 +168,25 @@ async def test_ids_on_postgresql_are_never_given_again(pg_store: Store, config: 
     )
     assert again == ids[-1] + 1
     assert len(pg_store.identity) == 32
+    await service.aclose()
+
+
+async def test_traces_past_their_keep_are_deleted_on_postgresql(
+    pg_store: Store, config: Config
+) -> None:
+    service, sam, _ = await sam_says(pg_store, config)
+    for question in ("how is Miso?", "where does Ana live?", "what did I cook?"):
+        await service.build_pack(PackRequest(sam.person_id, question, T0 + timedelta(days=30)))
+    await service.traces_saved()
+    now = datetime.now(UTC)
+    async with pg_store.session() as session:
+        traces = list(await session.scalars(select(MemoryTrace).order_by(MemoryTrace.id)))
+        traces[0].created_at = now - timedelta(days=91)
+        await session.commit()
+    assert await service.prune_traces(now) == 1
+    async with pg_store.session() as session:
+        left = list(await session.scalars(select(MemoryTrace.query).order_by(MemoryTrace.id)))
+    assert left == ["where does Ana live?", "what did I cook?"]
     await service.aclose()
 
 
