@@ -9,6 +9,8 @@ on both, and "forget ..." and "before the trip" must work there too.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -25,7 +27,7 @@ from sqlalchemy import select, text
 from gateway.config import Config
 from gateway.errors import DatabaseInUse
 from gateway.store import Store
-from gateway.store.datalock import claim_database
+from gateway.store.datalock import ADVISORY_KEY, PostgresLock, claim_database
 from gateway.store.repo import Address, resolve_address, store_inbound
 from memory import repo
 from memory.curate import MemoryCurator
@@ -205,3 +207,45 @@ async def test_one_gateway_per_postgresql_database(pg_store: Store, postgres: st
     # Released with its connection: the next gateway gets it.
     async with claim_database(pg_store.url):
         pass
+
+
+async def terminate_holder(store: Store) -> None:
+    """End the session that holds agentgw's advisory lock, as a server restart would."""
+    async with store.session() as session:
+        ended = await session.scalar(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks "
+                "WHERE locktype = 'advisory' AND granted AND objid = :low"
+            ),
+            {"low": ADVISORY_KEY & 0xFFFFFFFF},
+        )
+    assert ended is True
+
+
+async def test_a_lock_lost_with_its_session_is_taken_again(pg_store: Store) -> None:
+    async with PostgresLock(pg_store.url) as lock:
+        assert await lock.check() is True
+        await terminate_holder(pg_store)
+        # Unseen until checked, a second gateway could start now; the check takes it again.
+        assert await lock.check() is False
+        with pytest.raises(DatabaseInUse):
+            async with PostgresLock(pg_store.url):
+                pass
+        # Lost, and another gateway took it meanwhile: the check says who.
+        await terminate_holder(pg_store)
+        async with PostgresLock(pg_store.url):
+            with pytest.raises(DatabaseInUse):
+                await lock.check()
+
+
+async def test_a_claimed_database_checks_its_lock_while_held(pg_store: Store) -> None:
+    async with claim_database(pg_store.url, check_every_s=0.05):
+        await terminate_holder(pg_store)
+        for _ in range(100):  # the next check, within a few tenths of a second
+            await asyncio.sleep(0.05)
+            with contextlib.suppress(DatabaseInUse):
+                async with PostgresLock(pg_store.url):
+                    continue  # free: not taken again yet
+            break
+        else:
+            pytest.fail("the lock was not taken again")

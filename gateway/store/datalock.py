@@ -17,7 +17,10 @@ So the gateway holds two locks while it runs, and vacuum takes the same ones:
   SQLite database belongs to one process already and needs none.
 
 Both kinds end with the process, however it ends (the kernel closes the file,
-the server ends the session): a crash leaves nothing stale to clean up. Lock
+the server ends the session): a crash leaves nothing stale to clean up. An
+advisory lock also ends with its session while the gateway lives (a server
+restart): the gateway checks it every 30 s and takes it again, and logs an
+error if another gateway took it meanwhile. Lock
 files stay; each holds the last holder's pid, for the error message.
 
 Taking them is explicit (the gateway and vacuum do it), never part of
@@ -26,7 +29,10 @@ Taking them is explicit (the gateway and vacuum do it), never part of
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -42,6 +48,8 @@ from sqlalchemy.pool import NullPool
 
 from gateway.errors import DatabaseInUse, DataDirInUse, StoreError
 from gateway.store.db import sqlite_file
+
+log = logging.getLogger(__name__)
 
 # pg_try_advisory_lock's key for agentgw: the bytes of "agentgw\0".
 ADVISORY_KEY = 0x6167656E74677700
@@ -174,10 +182,41 @@ class PostgresLock:
             f"{self.subject} is in use by another agentgw ({_describe(holder)}); stop it first"
         )
 
+    async def check(self) -> bool:
+        """Whether the lock is still held; False when its session had been lost (a
+        server restart, an administrator's ``pg_terminate_backend``) and it was taken
+        again. Raises ``DatabaseInUse`` if another gateway took it meanwhile, and
+        ``StoreError`` if the server cannot be reached (the next check tries again)."""
+        if self._connection is not None:
+            with contextlib.suppress(SQLAlchemyError, OSError):
+                await self._connection.execute(text("SELECT 1"))
+                return True
+        await self.release()
+        await self.acquire()
+        return False
+
+    async def keep(self, every_s: float) -> None:
+        """``check`` every ``every_s`` seconds for as long as the gateway runs: a lock
+        lost with its session would let a second gateway start unseen."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                if not await self.check():
+                    log.warning(
+                        "%s: the lock's session was lost; the lock is taken again", self.subject
+                    )
+            except DatabaseInUse:
+                # Two gateways share the database now: the operator has to stop one.
+                log.exception("lost the lock on %s while its session was down", self.subject)
+            except StoreError as exc:
+                log.warning("cannot check the lock on %s: %s", self.subject, exc)
+
     async def release(self) -> None:
         if self._connection is not None:
             connection, self._connection = self._connection, None
-            await connection.close()
+            # A lost session's connection fails to close cleanly; it is closed all the same.
+            with contextlib.suppress(SQLAlchemyError, OSError):
+                await connection.close()
         if self._engine is not None:
             engine, self._engine = self._engine, None
             await engine.dispose()
@@ -205,10 +244,12 @@ def _describe(holder: Row[Any] | None) -> str:
 
 
 @asynccontextmanager
-async def claim_database(url: str) -> AsyncIterator[None]:
+async def claim_database(url: str, check_every_s: float = 30.0) -> AsyncIterator[None]:
     """Hold the database at ``url`` for this process until the block ends.
 
-    Raises ``DatabaseInUse`` at once when another process holds it.
+    Raises ``DatabaseInUse`` at once when another process holds it. A
+    PostgreSQL lock is checked every ``check_every_s`` (``PostgresLock.keep``);
+    a file lock cannot be lost while its process lives.
     """
     database = sqlite_file(url)
     if database is not None:
@@ -220,8 +261,14 @@ async def claim_database(url: str) -> AsyncIterator[None]:
         # In memory: no other process can open it.
         yield
     elif url.startswith("postgresql"):
-        async with PostgresLock(url):
-            yield
+        async with PostgresLock(url) as lock:
+            keeping = asyncio.create_task(lock.keep(check_every_s), name="database-lock")
+            try:
+                yield
+            finally:
+                keeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeping
     else:
         scheme = url.split(":", 1)[0]
         raise StoreError(
