@@ -23,15 +23,17 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, func, make_url, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from gateway.brains import resolve_kind
 from gateway.brains.claude import DEFAULT_BASE_URL, ClaudeBrain
 from gateway.brains.openai_compat import OpenAICompatBrain
 from gateway.config import Config
 from gateway.errors import BrainError
+from gateway.store.datalock import DatabaseFileLock, DataDirLock, FileLock
 from gateway.store.db import alembic_config, sqlite_file
 from gateway.store.models import Message, Person, Turn
+from memory.models import MemoryItem, MemoryTrace
 
 # The reachability check should answer quickly whatever brain.timeout_s says.
 CHECK_TIMEOUT_S = 10.0
@@ -64,6 +66,7 @@ async def run_doctor(
     """Check config, database, brain and bundled models; 0 when config and database are fine."""
     report = Report(out if out is not None else sys.stdout)
     report_config(config, config_path, report)
+    check_running(config, report)
     await check_database(config, report)
     await check_brain(config, report)
     await check_models(config, report)
@@ -101,6 +104,20 @@ def report_config(config: Config, config_path: Path | None, report: Report) -> N
 # -- database ------------------------------------------------------------------
 
 
+def check_running(config: Config, report: Report) -> None:
+    """Whether a gateway holds the data directory (or the SQLite file) now."""
+    database = sqlite_file(config.database_url)
+    locks: list[FileLock] = [DataDirLock(config.data_dir)]
+    if database is not None:
+        locks.append(DatabaseFileLock(database))
+    for lock in locks:
+        pid = lock.holder()
+        if pid is not None:
+            report.say("gateway", f"running: pid {pid} holds {lock.subject}")
+            return
+    report.say("gateway", "not running on this data directory")
+
+
 def _known_revisions() -> tuple[set[str], tuple[str, ...]]:
     script = ScriptDirectory.from_config(alembic_config())
     return {rev.revision for rev in script.walk_revisions()}, tuple(script.get_heads())
@@ -128,11 +145,13 @@ async def check_database(config: Config, report: Report) -> None:
         async with engine.connect() as connection:
             current = await connection.run_sync(_current_revisions)
             counts: dict[str, int] = {}
+            memory = ""
             if set(current) == set(heads):
                 for label, model in (("people", Person), ("messages", Message), ("turns", Turn)):
                     counts[label] = int(
                         await connection.scalar(select(func.count()).select_from(model)) or 0
                     )
+                memory = await _memory_figures(connection, config)
     except (SQLAlchemyError, OSError) as exc:
         # The first line names the cause; SQLAlchemy appends the SQL and a help link.
         cause = str(exc).splitlines()[0] if str(exc) else ""
@@ -144,6 +163,7 @@ async def check_database(config: Config, report: Report) -> None:
     if counts:
         figures = ", ".join(f"{n} {label}" for label, n in counts.items())
         report.say("database", f"{shown} opens; schema at head ({head_text}); {figures}")
+        report.say("memory", memory)
     elif not current:
         report.say("database", f"{shown} opens but has no schema yet; `agentgw run` creates it")
     elif set(current) <= known:
@@ -158,6 +178,25 @@ async def check_database(config: Config, report: Report) -> None:
             f"{shown} has schema {current_text}, which this agentgw does not know "
             f"(newest it knows: {head_text}); was it written by a newer version?",
         )
+
+
+async def _memory_figures(connection: AsyncConnection, config: Config) -> str:
+    """Items by status and the traces kept, in one line."""
+    by_status = dict(
+        (
+            await connection.execute(
+                select(MemoryItem.status, func.count()).group_by(MemoryItem.status)
+            )
+        ).all()
+    )
+    items = ", ".join(f"{n} {status.value}" for status, n in sorted(by_status.items())) or "none"
+    traces, oldest = (
+        await connection.execute(select(func.count(), func.min(MemoryTrace.created_at)))
+    ).one()
+    keep = config.memory.trace_keep_days
+    kept = f"kept {keep:g} days" if keep > 0 else "kept for good (memory.trace_keep_days = 0)"
+    since = f", the oldest from {oldest:%Y-%m-%d}" if oldest is not None else ""
+    return f"items: {items}; {traces} pack traces{since} ({kept})"
 
 
 # -- brain ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ import io
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,18 @@ import pytest
 from gateway.config import Config
 from gateway.doctor import run_doctor
 from gateway.store import Store
+from gateway.store.datalock import DataDirLock
+from gateway.store.repo import resolve_address
 from gateway.testing.fake_anthropic import FakeAnthropic
 from gateway.testing.fake_openai import FakeOpenAI
+from memory import repo
+from memory.models import MemoryTrace
+from memory.repo import NewItem
+from memory.types import ItemType
 from tests.conftest import make_config
 
 KEY = "sk-ant-doctor"
+T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 
 
 async def doctor(config: Config, config_path: Path | None = None) -> tuple[int, str]:
@@ -55,6 +63,34 @@ async def test_an_existing_database_reports_head_and_counts(tmp_path: Path, conf
     database = line(text, "database")
     assert "opens; schema at head" in database
     assert "0 people, 0 messages, 0 turns" in database
+
+
+async def test_it_says_whether_a_gateway_runs_and_what_memory_holds(
+    tmp_path: Path, config: Config
+) -> None:
+    _, text = await doctor(config)
+    assert line(text, "gateway").endswith(" not running on this data directory")
+    async with Store(config.database_url) as store:
+        person = await resolve_address(store, "webchat", "s", display_name="Sam")
+        await repo.insert_items(
+            store,
+            [
+                NewItem(person.person_id, ItemType.FACT, "Sam has a cat", T0),
+                NewItem(person.person_id, ItemType.FACT, "Sam had a dog", T0),
+            ],
+        )
+        await repo.save_trace(store, MemoryTrace(person_id=person.person_id, query="cat?"))
+    with DataDirLock(config.data_dir):
+        code, text = await doctor(config)
+    assert code == 0
+    assert line(text, "gateway").endswith(f" running: pid {os.getpid()} holds {config.data_dir}")
+    today = datetime.now(UTC).date().isoformat()
+    assert line(text, "memory").endswith(
+        f" items: 2 active; 1 pack traces, the oldest from {today} (kept 90 days)"
+    )
+    # Looking took no lock: the gateway can start.
+    with DataDirLock(config.data_dir):
+        pass
 
 
 async def test_a_database_that_does_not_open_fails_the_check(tmp_path: Path) -> None:
