@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
@@ -27,6 +28,7 @@ NUMBERS = {
     "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
     "a couple of": 2, "a few": 3, "several": 3,
 }  # fmt: skip
+VAGUE = frozenset({"a couple of", "a few", "several"})
 SEASONS = {
     "spring": (3, 5),
     "summer": (6, 8),
@@ -81,10 +83,17 @@ def _number(word: str) -> int:
 
 
 def _relative(match: re.Match[str], today: date) -> tuple[date, date] | None:
-    amount, unit = _number(match["n"].lower()), match["unit"].lower().rstrip("s")
+    word, unit = match["n"].lower(), match["unit"].lower().rstrip("s")
+    amount = _number(word)
     if unit == "day":
         day = today - timedelta(days=amount)
-        return day, day
+        # "a few days ago" is not one day: a day either side of three.
+        spread = 1 if word in VAGUE else 0
+        return day - timedelta(days=spread), day + timedelta(days=spread)
+    if unit == "weekend":
+        # "two weekends ago": the weekend before last weekend.
+        saturday = today + timedelta(days=5 - today.weekday()) - timedelta(weeks=amount)
+        return saturday, saturday + timedelta(days=1)
     if unit == "week":
         centre = today - timedelta(weeks=amount)
         return centre - timedelta(days=3), centre + timedelta(days=3)
@@ -139,6 +148,14 @@ def _day_month(match: re.Match[str], today: date) -> tuple[date, date] | None:
 def _month(match: re.Match[str], today: date) -> tuple[date, date] | None:
     month = MONTHS[match["month"].lower()]
     year = int(match["year"]) if match["year"] else _recent_month(month, today)
+    part = (match["part"] or "").lower()
+    # Thirds of the month: "early May" is 1-10, "mid-May" 11-20, "late May" 21-31.
+    if part == "early":
+        return date(year, month, 1), date(year, month, 10)
+    if part == "mid":
+        return date(year, month, 11), date(year, month, 20)
+    if part == "late":
+        return date(year, month, 21), _month_end(year, month)
     return date(year, month, 1), _month_end(year, month)
 
 
@@ -147,15 +164,100 @@ def _year(match: re.Match[str], today: date) -> tuple[date, date] | None:
     return date(year, 1, 1), date(year, 12, 31)
 
 
+def _season_of(year: int, first: int, last: int) -> tuple[date, date]:
+    """The season that starts in ``year`` (winter runs into the next one)."""
+    return date(year, first, 1), _month_end(year + 1 if last < first else year, last)
+
+
 def _season(match: re.Match[str], today: date) -> tuple[date, date] | None:
     first, last = SEASONS[match["season"].lower()]
     which = (match["which"] or "").lower()
-    year = today.year if (today.month >= first or which == "this") else today.year - 1
+    recent = [_season_of(year, first, last) for year in range(today.year - 2, today.year + 1)]
     if which == "last":
-        year -= 1 if today.month > (last if last >= first else 12) else 0
-    if last < first:  # winter runs into the next year
-        return date(year, first, 1), _month_end(year + 1, last)
-    return date(year, first, 1), _month_end(year, last)
+        # The latest that is over: in June, last summer is the year before's.
+        return max(span for span in recent if span[1] < today)
+    if which == "this":
+        # The one under way, else this year's.
+        under_way = [span for span in recent if span[0] <= today <= span[1]]
+        return under_way[0] if under_way else _season_of(today.year, first, last)
+    # Bare "in the summer": the latest that has begun.
+    return max(span for span in recent if span[0] <= today)
+
+
+def easter_sunday(year: int) -> date:
+    """Western Easter Sunday (the anonymous Gregorian computus)."""
+    a, b, c = year % 19, year // 100, year % 100
+    d, e = divmod(b, 4)
+    g = (8 * b + 13) // 25
+    h = (19 * a + b - d - g + 15) % 30
+    i, k = divmod(c, 4)
+    weekday = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 19 * weekday) // 433
+    month, day = divmod(h + weekday - 7 * m + 114, 31)
+    return date(year, month, day + 1)
+
+
+def thanksgiving_day(year: int) -> date:
+    """The fourth Thursday of November (the US holiday)."""
+    first = date(year, 11, 1)
+    return first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+
+
+# Each holiday's days in a given year: (first, last).
+HOLIDAYS: dict[str, Callable[[int], tuple[date, date]]] = {
+    "christmas eve": lambda y: (date(y, 12, 24), date(y, 12, 24)),
+    "christmas": lambda y: (date(y, 12, 24), date(y, 12, 26)),
+    "xmas": lambda y: (date(y, 12, 24), date(y, 12, 26)),
+    "new year's eve": lambda y: (date(y, 12, 31), date(y, 12, 31)),
+    "new year's day": lambda y: (date(y, 1, 1), date(y, 1, 1)),
+    # The night it turns: the eve of the year named, and its first day.
+    "new year": lambda y: (date(y - 1, 12, 31), date(y, 1, 1)),
+    "valentine's day": lambda y: (date(y, 2, 14), date(y, 2, 14)),
+    "halloween": lambda y: (date(y, 10, 31), date(y, 10, 31)),
+    "independence day": lambda y: (date(y, 7, 4), date(y, 7, 4)),
+    "the fourth of july": lambda y: (date(y, 7, 4), date(y, 7, 4)),
+    # Good Friday to Easter Monday; Thanksgiving Thursday to Sunday.
+    "easter": lambda y: (
+        easter_sunday(y) - timedelta(days=2),
+        easter_sunday(y) + timedelta(days=1),
+    ),
+    "thanksgiving": lambda y: (thanksgiving_day(y), thanksgiving_day(y) + timedelta(days=3)),
+}
+_HOLIDAY_RE = "|".join(
+    re.escape(name).replace("'", "['\u2019]?") for name in sorted(HOLIDAYS, key=len, reverse=True)
+)
+
+
+def _unquoted(name: str) -> str:
+    return name.lower().replace("'", "").replace("\u2019", "")
+
+
+# Looked up as written or without the apostrophe ("new years eve").
+_HOLIDAYS_UNQUOTED = {_unquoted(name): days for name, days in HOLIDAYS.items()}
+
+
+def _holiday(match: re.Match[str], today: date) -> tuple[date, date] | None:
+    name = _unquoted(match["holiday"])
+    days = _HOLIDAYS_UNQUOTED[name]
+    if match["year"]:
+        return days(int(match["year"]))
+    which = (match["which"] or "").lower()
+    if which == "next":
+        return next(days(y) for y in (today.year, today.year + 1) if days(y)[0] > today)
+    if which == "this":
+        return (
+            days(today.year + 1) if name == "new year" and today.month == 12 else days(today.year)
+        )
+    # "at Christmas", "last Easter": the latest that has begun.
+    return max(days(y) for y in (today.year - 1, today.year) if days(y)[0] <= today)
+
+
+def _iso_day(match: re.Match[str], today: date) -> tuple[date, date] | None:
+    try:
+        when = date(int(match["year"]), int(match["month"]), int(match["day"]))
+    except ValueError:
+        return None
+    return when, when
 
 
 def _fixed(offset_start: int, offset_end: int | None = None) -> object:
@@ -167,6 +269,18 @@ def _fixed(offset_start: int, offset_end: int | None = None) -> object:
 
 
 _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
+    (
+        re.compile(r"\b(?P<year>(?:19|20)\d{2})-(?P<month>\d{2})-(?P<day>\d{2})\b"),
+        _iso_day,
+    ),
+    (
+        re.compile(
+            rf"\b(?:(?P<which>last|this|next)\s+)?(?P<holiday>{_HOLIDAY_RE})\b"
+            r"(?:,?\s+(?P<year>(?:19|20)\d{2}))?",
+            re.I,
+        ),
+        _holiday,
+    ),
     (re.compile(r"\bthe day before yesterday\b", re.I), _fixed(-2)),
     (re.compile(r"\b(?:yesterday|last night)\b", re.I), _fixed(-1)),
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), _fixed(0)),
@@ -174,7 +288,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
     (re.compile(r"\b(?:recently|lately|the other day)\b", re.I), _fixed(-30, 0)),
     (re.compile(r"\bearlier this year\b", re.I), None),
     (
-        re.compile(rf"\b(?P<n>{_NUM_RE})\s+(?P<unit>days?|weeks?|months?|years?)\s+ago\b", re.I),
+        re.compile(
+            rf"\b(?P<n>{_NUM_RE})\s+(?P<unit>days?|weekends?|weeks?|months?|years?)\s+ago\b", re.I
+        ),
         _relative,
     ),
     (
@@ -201,7 +317,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
     ),
     (
         re.compile(
-            rf"\b(?P<month>{_MONTH_RE})\b(?:\s+(?:of\s+)?(?P<year>(?:19|20)\d{{2}}))?", re.I
+            rf"\b(?:(?P<part>early|mid|late)(?:\s+|-|\s+in\s+))?(?P<month>{_MONTH_RE})\b"
+            rf"(?:\s+(?:of\s+)?(?P<year>(?:19|20)\d{{2}}))?",
+            re.I,
         ),
         _month,
     ),
@@ -243,6 +361,7 @@ _MONTH_LEADS = frozenset(
         "from",
         "before",
         "after",
+        "between",
     ]
 )
 
@@ -250,19 +369,40 @@ _MONTH_LEADS = frozenset(
 def _month_is_real(match: re.Match[str], text: str) -> bool:
     """ "in May", "May 2023": a month; "I may go", "the March for Science": not one."""
     word = match["month"]
-    if not _AMBIGUOUS_MONTH.match(word) or match["year"]:
+    if not _AMBIGUOUS_MONTH.match(word) or match["year"] or match["part"]:
         return True
     before = text[: match.start()].rstrip().lower().rsplit(" ", 1)[-1]
     return before in _MONTH_LEADS
 
 
+_BETWEEN = re.compile(
+    r"\b(?:between|from)\s+(?P<first>.+?)\s+(?:and|to|until|till)\s+(?P<last>[^?.!,;]+)", re.I
+)
+_SINCE = re.compile(r"\bsince\s*$", re.I)
+
+
 def resolve_window(text: str, when: datetime | date) -> TimeWindow | None:
-    """The first time expression of ``text``, resolved against ``when``; None when there is none."""
+    """The first time expression of ``text``, resolved against ``when``; None when there is none.
+
+    "between May and June" (or "from ... to ...") spans both; "since Monday" runs
+    to the message's own day.
+    """
     today = when.date() if isinstance(when, datetime) else when
+    between = _BETWEEN.search(text)
+    if between is not None:
+        # Each side read as a time on its own ("in" so "May" counts as the month).
+        first = _first_window(f"in {between['first']}", today)
+        last = _first_window(f"in {between['last']}", today)
+        if first is not None and last is not None and first.start <= last.end:
+            return TimeWindow(first.start, last.end, between.group(0).strip())
+    return _first_window(text, today)
+
+
+def _first_window(text: str, today: date) -> TimeWindow | None:
     found: list[tuple[int, TimeWindow]] = []
     for pattern, resolver in _PATTERNS:
         for match in pattern.finditer(text):
-            if pattern.pattern.startswith(r"\b(?P<month>") and not _month_is_real(match, text):
+            if resolver is _month and not _month_is_real(match, text):
                 continue
             if resolver is None:  # earlier this year
                 span: tuple[date, date] | None = (date(today.year, 1, 1), today)
@@ -270,7 +410,12 @@ def resolve_window(text: str, when: datetime | date) -> TimeWindow | None:
                 span = resolver(match, today)  # type: ignore[operator]
             if span is not None:
                 start, end = span
-                found.append((match.start(), TimeWindow(start, end, match.group(0).strip())))
+                phrase = match.group(0).strip()
+                since = phrase.lower().startswith("since ") or _SINCE.search(text[: match.start()])
+                if since and start <= today:
+                    end = max(end, today)
+                    phrase = phrase if phrase.lower().startswith("since ") else f"since {phrase}"
+                found.append((match.start(), TimeWindow(start, end, phrase)))
                 break
     if not found:
         return None

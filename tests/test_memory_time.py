@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from memory.commands import CommandKind, classify, parse_command
-from memory.timeparse import find_anchor, resolve_window
+from memory.timeparse import easter_sunday, find_anchor, resolve_window, thanksgiving_day
 from memory.types import ItemType
 
 # A Wednesday.
@@ -30,6 +30,26 @@ SENT = datetime(2023, 6, 14, 10, 0, tzinfo=UTC)
         ("last Friday", date(2023, 6, 9), date(2023, 6, 9)),
         ("in 2022", date(2022, 1, 1), date(2022, 12, 31)),
         ("last month", date(2023, 5, 1), date(2023, 5, 31)),
+        ("two weekends ago", date(2023, 6, 3), date(2023, 6, 4)),
+        # Vague: a day either side.
+        ("a few days ago", date(2023, 6, 10), date(2023, 6, 12)),
+        # In June, last summer is the one that is over: the year before's.
+        ("last summer", date(2022, 6, 1), date(2022, 8, 31)),
+        ("this summer", date(2023, 6, 1), date(2023, 8, 31)),
+        ("last winter", date(2022, 12, 1), date(2023, 2, 28)),
+        ("over Christmas", date(2022, 12, 24), date(2022, 12, 26)),
+        ("New Year\u2019s Eve", date(2022, 12, 31), date(2022, 12, 31)),
+        ("at Easter", date(2023, 4, 7), date(2023, 4, 10)),  # Good Friday to Easter Monday
+        ("Thanksgiving 2022", date(2022, 11, 24), date(2022, 11, 27)),
+        ("next Halloween", date(2023, 10, 31), date(2023, 10, 31)),
+        ("on 2023-05-03", date(2023, 5, 3), date(2023, 5, 3)),
+        ("in early May", date(2023, 5, 1), date(2023, 5, 10)),
+        ("mid-May", date(2023, 5, 11), date(2023, 5, 20)),
+        ("late April", date(2023, 4, 21), date(2023, 4, 30)),
+        ("since Monday", date(2023, 6, 12), date(2023, 6, 14)),
+        ("since 2022", date(2022, 1, 1), date(2023, 6, 14)),
+        ("what did I do between May and June?", date(2023, 5, 1), date(2023, 6, 30)),
+        ("from March 3rd to March 10th", date(2023, 3, 3), date(2023, 3, 10)),
     ],
 )
 def test_relative_dates_resolve_against_the_message_time(text: str, start: date, end: date) -> None:
@@ -45,7 +65,27 @@ def test_the_same_words_mean_other_days_in_an_older_message() -> None:
     assert (window.start, window.end) == (date(2022, 12, 26), date(2023, 1, 1))
 
 
-@pytest.mark.parametrize("text", ["I may go hiking", "The March for Science", "hello there"])
+def test_easter_and_thanksgiving_fall_on_their_days() -> None:
+    for year, easter in (
+        (2000, date(2000, 4, 23)),
+        (2019, date(2019, 4, 21)),
+        (2024, date(2024, 3, 31)),
+        (2025, date(2025, 4, 20)),
+    ):
+        assert easter_sunday(year) == easter
+    assert thanksgiving_day(2024) == date(2024, 11, 28)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I may go hiking",
+        "The March for Science",
+        "hello there",
+        "between you and me",
+        "I drove from Lisbon to Porto",
+    ],
+)
 def test_words_that_only_look_like_dates_are_not_dates(text: str) -> None:
     assert resolve_window(text, SENT) is None
 
