@@ -169,6 +169,12 @@ def sanitize(text: str) -> Sanitized:
 
 def apply_rules(text: str) -> Sanitized:
     """Every rule over ``text``, without the quick check (``sanitize`` is the one to call)."""
+    if not text.isascii():
+        # Mapping each character back costs ~1 µs a character, in Python: only for a
+        # text some rule matches once folded whole (in C), or that hides tag characters.
+        read = reading(text)
+        if not any(pattern.search(read) for _, pattern in _RULES) and not _HIDDEN.search(text):
+            return Sanitized(text)
     read, origins = (text, range(len(text))) if text.isascii() else _reading_with_origins(text)
     # Spans of ``read`` each rule claims, in rule order. A later rule reads a claimed
     # span as one opaque character run (as it read the marker when the rules
