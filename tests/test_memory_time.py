@@ -7,7 +7,13 @@ from datetime import UTC, date, datetime
 import pytest
 
 from memory.commands import CommandKind, classify, parse_command
-from memory.timeparse import easter_sunday, find_anchor, resolve_window, thanksgiving_day
+from memory.timeparse import (
+    HOLIDAYS,
+    easter_sunday,
+    find_anchor,
+    resolve_window,
+    thanksgiving_day,
+)
 from memory.types import ItemType
 
 # A Wednesday.
@@ -63,6 +69,16 @@ def test_the_same_words_mean_other_days_in_an_older_message() -> None:
     window = resolve_window("last week", old)
     assert window is not None
     assert (window.start, window.end) == (date(2022, 12, 26), date(2023, 1, 1))
+
+
+def test_every_holiday_is_found_by_its_name() -> None:
+    # The quick word check before the holidays' pattern must let each of them through.
+    for name in HOLIDAYS:
+        window = resolve_window(f"what did we do at {name.title()}?", SENT)
+        assert window is not None, name
+        assert (window.start, window.end) == max(
+            HOLIDAYS[name](year) for year in (2022, 2023) if HOLIDAYS[name](year)[0] <= SENT.date()
+        ), name
 
 
 def test_easter_and_thanksgiving_fall_on_their_days() -> None:
