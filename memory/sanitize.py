@@ -161,21 +161,28 @@ def sanitize(text: str) -> Sanitized:
             return apply_rules(text)
         return Sanitized(text)
     # Folding takes a few microseconds in C: only what it lets through goes further.
-    read = reading(text).lower()
-    if any(word in read for word in _NEEDED) or _HIDDEN.search(text):
-        return apply_rules(text)
+    read = reading(text)
+    lowered = read.lower()
+    if any(word in lowered for word in _NEEDED) or _HIDDEN.search(text):
+        return _apply_rules(text, read)
     return Sanitized(text)
 
 
 def apply_rules(text: str) -> Sanitized:
     """Every rule over ``text``, without the quick check (``sanitize`` is the one to call)."""
-    if not text.isascii():
+    return _apply_rules(text, text if text.isascii() else reading(text))
+
+
+def _apply_rules(text: str, read: str) -> Sanitized:
+    """``apply_rules``, given ``reading(text)`` (folded once, by the caller)."""
+    if text.isascii():
+        origins: Sequence[int] = range(len(text))
+    else:
         # Mapping each character back costs ~1 µs a character, in Python: only for a
         # text some rule matches once folded whole (in C), or that hides tag characters.
-        read = reading(text)
         if not any(pattern.search(read) for _, pattern in _RULES) and not _HIDDEN.search(text):
             return Sanitized(text)
-    read, origins = (text, range(len(text))) if text.isascii() else _reading_with_origins(text)
+        read, origins = _reading_with_origins(text)
     # Spans of ``read`` each rule claims, in rule order. A later rule reads a claimed
     # span as one opaque character run (as it read the marker when the rules
     # replaced in turn), so it can match across it but never claims it alone.

@@ -67,6 +67,11 @@ _HOLDER = text(
 )
 
 
+def _pid_in(fd: int) -> str:
+    """The pid its holder wrote into a lock file ("?" when it wrote none)."""
+    return os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+
+
 class FileLock:
     """``flock`` on one file; ``acquire`` fails at once, naming the holder's pid, if it is held.
 
@@ -92,7 +97,7 @@ class FileLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            return _pid_in(fd)
         finally:
             os.close(fd)  # and with it the shared lock, if it was had
         return None
@@ -105,7 +110,7 @@ class FileLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            holder = _pid_in(fd)
             os.close(fd)
             raise self._in_use(
                 f"{self.subject} is in use by another agentgw (pid {holder}); stop it first"
