@@ -5,8 +5,9 @@ the best few, and on a chat store the words of a question match a large share
 of it: at 100,000 items a three-word question matched 14,000 rows and took
 12 ms, at a million it would take ten times that. Here each term's postings
 (the slots of the items holding it and its weighted count) are numpy arrays,
-so scoring a term is one gather and one scatter over its postings: well under
-a millisecond at 100,000 items.
+so scoring a term is arithmetic over its postings, and the terms' shares are
+summed by merging their sorted slots: ~0.5 ms at 100,000 items, ~5 ms at a
+million, where a question's common words hold ~50,000 postings each.
 
 Tokens come from FTS5 itself, with the store's tokenizer (porter stemming,
 unicode61, diacritics removed), run in a private in-memory SQLite database:
@@ -298,13 +299,12 @@ class LexicalIndex:
         with self._lock:
             if self._live_count == 0:
                 return []
-            size, total = self._size, float(self._live_count)
+            total = float(self._live_count)
             mean_length = self._live_length / total if self._live_length > 0 else 1.0
-            scores = np.zeros(size, np.float64)
-            # With ``every``: how many of the distinct stems each slot holds.
-            held = np.zeros(size, np.int32) if every else None
-            touched = False
-            # A stem asked twice counts twice, as two phrases of an FTS5 query do.
+            # Each term's (slots, share), and whether its stem was not asked before:
+            # a stem asked twice counts twice in the score, as two phrases of an FTS5
+            # query do, and once among the stems an item must hold for ``every``.
+            parts: list[tuple[NDArray[np.int32], NDArray[np.float64], bool]] = []
             for n, stem in enumerate(stems):
                 postings = self._postings.get(stem)
                 if postings is None:
@@ -318,26 +318,19 @@ class LexicalIndex:
                     if every:
                         return []
                     continue
-                if held is not None and stem not in stems[:n]:
-                    held[slots] += 1
                 idf = math.log((total - slots.size + 0.5) / (slots.size + 0.5))
                 idf = idf if idf > 0 else 1e-6
                 norm = K1 * (1 - B + B * self._lengths[slots] / mean_length)
-                scores[slots] += idf * weights * (K1 + 1) / (weights + norm)
-                touched = True
-            if not touched:
+                parts.append(
+                    (slots, idf * weights * (K1 + 1) / (weights + norm), stem not in stems[:n])
+                )
+            if not parts:
                 return []
-            if held is not None:
-                scores[held < len(set(stems))] = 0.0
-            # Every term's share is positive (idf > 0, frequency ≥ 1), so the items
-            # scored are the nonzero ones: a scan, where np.unique of the postings
-            # sorted them (~1.5 ms for a common word at 100k items).
-            hits = np.flatnonzero(scores)
-            values = scores[hits]
-            ids = self._ids[hits]
-        if hits.size > limit:
+        slots, values = _summed(parts, every=len(set(stems)) if every else 0)
+        ids = self._ids[slots]
+        if slots.size > limit:
             # The best ``limit`` by score, plus every item tied with the last of them.
-            cut = np.partition(values, hits.size - limit)[hits.size - limit]
+            cut = np.partition(values, slots.size - limit)[slots.size - limit]
             keep = values >= cut
             values, ids = values[keep], ids[keep]
         order = np.lexsort((ids, -values))[:limit]
@@ -404,6 +397,33 @@ class LexicalIndex:
                     np.fromiter(holders.values(), np.float32, len(holders)),
                 )
             )
+
+
+def _summed(
+    parts: Sequence[tuple[NDArray[np.int32], NDArray[np.float64], bool]], *, every: int = 0
+) -> tuple[NDArray[np.int32], NDArray[np.float64]]:
+    """The slots the terms' postings hold, ascending, each with its shares summed; with
+    ``every``, only the slots holding that many distinct stems.
+
+    Every term's slots are ascending and distinct, so their concatenation is a few
+    sorted runs, which a stable sort merges: at a million items, where a question's
+    words each hold ~50,000 postings, this took 3.1 ms against 10.4 for scattering
+    the shares into an array of every slot and scanning it for the ones touched.
+    """
+    if len(parts) == 1 and not every:
+        return parts[0][0], parts[0][1]
+    slots = np.concatenate([p[0] for p in parts])
+    shares = np.concatenate([p[1] for p in parts])
+    order = np.argsort(slots, kind="stable")
+    slots, shares = slots[order], shares[order]
+    starts = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+    summed = np.add.reduceat(shares, starts)
+    slots = slots[starts]
+    if every:
+        firsts = np.concatenate([np.full(p[0].size, p[2], np.int32) for p in parts])[order]
+        held = np.add.reduceat(firsts, starts)
+        slots, summed = slots[held == every], summed[held == every]
+    return slots, summed
 
 
 def _postings_below(
