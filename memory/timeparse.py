@@ -373,6 +373,32 @@ _MONTH_LEADS = frozenset(
 )
 
 
+# "every Friday", "At Christmas we usually bake": a habit, not a day. Read in the
+# sentence of a bare weekday, month, season or holiday only ("last Christmas I
+# always ..." names one Christmas; "yesterday, as always" names yesterday).
+_HABITUAL = re.compile(
+    r"\b(?:every|each|usually|always|typically|normally|generally|traditionally|"
+    r"tend\s+to|tradition|annual(?:ly)?|yearly|favou?rite)\b",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"[.!?;\n]")
+
+
+def _is_habit(match: re.Match[str], text: str) -> bool:
+    groups = match.groupdict()
+    # Last, this or next, a year, a day or a part of the month: one time.
+    if (groups.get("which") or "").lower() in ("last", "this", "next") or any(
+        groups.get(name) for name in ("year", "day", "day2", "part")
+    ):
+        return False
+    before = text[: match.start()]
+    ends = list(_SENTENCE_END.finditer(before))
+    start = ends[-1].end() if ends else 0
+    after = _SENTENCE_END.search(text, match.end())
+    sentence = text[start : after.start() if after else len(text)]
+    return _HABITUAL.search(sentence) is not None
+
+
 def _month_is_real(match: re.Match[str], text: str) -> bool:
     """ "in May", "May 2023": a month; "I may go", "the March for Science": not one."""
     word = match["month"]
@@ -381,6 +407,8 @@ def _month_is_real(match: re.Match[str], text: str) -> bool:
     before = text[: match.start()].rstrip().lower().rsplit(" ", 1)[-1]
     return before in _MONTH_LEADS
 
+
+_NAMED_TIMES = (_weekday, _month, _season, _holiday)
 
 _BETWEEN = re.compile(
     r"\b(?:between|from)\s+(?P<first>.+?)\s+(?:and|to|until|till)\s+(?P<last>[^?.!,;]+)", re.I
@@ -415,6 +443,8 @@ def _first_window(text: str, today: date) -> TimeWindow | None:
             continue
         for match in pattern.finditer(text):
             if resolver is _month and not _month_is_real(match, text):
+                continue
+            if resolver in _NAMED_TIMES and _is_habit(match, text):
                 continue
             if resolver is None:  # earlier this year
                 span: tuple[date, date] | None = (date(today.year, 1, 1), today)

@@ -106,6 +106,40 @@ def test_words_that_only_look_like_dates_are_not_dates(text: str) -> None:
     assert resolve_window(text, SENT) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "every Friday I go to the gym",
+        "On Friday I always go swimming",
+        "At Christmas we usually bake cookies",
+        "Every year at Easter we paint eggs",
+        "I always visit my parents in May",
+        "we go camping each summer",
+        "Christmas is my favourite holiday",
+    ],
+)
+def test_a_habit_names_no_day(text: str) -> None:
+    assert resolve_window(text, SENT) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        # One time named, a habit beside it: the time stands.
+        ("Last Christmas I always felt sad", date(2022, 12, 24), date(2022, 12, 26)),
+        ("This summer we usually go to the lake", date(2023, 6, 1), date(2023, 8, 31)),
+        ("in May 2021 we always went", date(2021, 5, 1), date(2021, 5, 31)),
+        # The habit is another sentence's.
+        ("We usually bake. At Christmas we made a cake", date(2022, 12, 24), date(2022, 12, 26)),
+        ("on Friday I went to the gym", date(2023, 6, 9), date(2023, 6, 9)),
+    ],
+)
+def test_a_habit_beside_one_time_leaves_it(text: str, start: date, end: date) -> None:
+    window = resolve_window(text, SENT)
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+
+
 def test_event_anchors() -> None:
     anchor = find_anchor("What did I eat before the road trip?")
     assert anchor is not None
