@@ -20,6 +20,7 @@ from gateway.brains import build_brain
 from gateway.brains.base import Brain
 from gateway.config import Config
 from gateway.context import ClockStage, PersonaStage, RecentHistoryStage, load_persona
+from gateway.errors import DatabaseInUse
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes, apply_config_links
 from gateway.pipeline import PipelineSettings, TurnPipeline
@@ -67,6 +68,11 @@ class Gateway:
 
 
 GATEWAY = web.AppKey("gateway", Gateway)
+# How the process stops when another gateway took its database (set by `agentgw run`;
+# without it, as in tests, the loss is only logged).
+STOP_ON_LOST_DATABASE: web.AppKey[Callable[[DatabaseInUse], None]] = web.AppKey(
+    "stop-on-lost-database"
+)
 
 
 def build_stages(config: Config, memory_pack: MemoryPackStage | None = None) -> list[ContextStage]:
@@ -105,7 +111,12 @@ def create_app(
         # Another data directory may be configured with the same database (store.url):
         # held from before the store opens (a second gateway must not migrate it
         # under the first) until after it closes.
-        async with claim_database(config.database_url):
+        def lost(error: DatabaseInUse) -> None:
+            stop = app.get(STOP_ON_LOST_DATABASE)
+            if stop is not None:
+                stop(error)
+
+        async with claim_database(config.database_url, config.store.lock_check_s, on_lost=lost):
             yield
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.config import Config, load_config
-from gateway.errors import AgentGWError, ConfigError
+from gateway.errors import AgentGWError, ConfigError, DatabaseInUse
 
 
 def _config_from(args: argparse.Namespace) -> Config:
@@ -26,7 +28,7 @@ def _config_from(args: argparse.Namespace) -> Config:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gateway.app import create_app
+    from gateway.app import STOP_ON_LOST_DATABASE, create_app
 
     config = _config_from(args)
     logging.basicConfig(
@@ -37,6 +39,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     # bot token (and a line per long poll); its warnings still come through.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.root.level))
     app = create_app(config)
+    lost: list[DatabaseInUse] = []
+
+    def stop(error: DatabaseInUse) -> None:
+        # Another gateway took the database while this one's lock was down: this one
+        # stops, as on an operator's SIGTERM (turns under way finish, nothing is lost).
+        lost.append(error)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    app[STOP_ON_LOST_DATABASE] = stop
     print(f"agentgw: webchat on http://{config.server.host}:{config.server.port}/", flush=True)
     web.run_app(
         app,
@@ -45,6 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print=None,
         shutdown_timeout=config.server.shutdown_grace_s,
     )
+    if lost:
+        raise lost[0]  # exit 2, with what happened
     return 0
 
 

@@ -44,6 +44,10 @@ class StoreConfig:
     # SQLAlchemy async URL; empty means sqlite+aiosqlite in data_dir.
     url: str = ""
     echo: bool = False
+    # PostgreSQL: how often the gateway checks it still holds the database's lock.
+    # A lock lost with its session is taken again; if another gateway took it
+    # meanwhile, this one stops.
+    lock_check_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -703,6 +707,7 @@ def _coerce(key: str, annotation: Any, value: Any) -> Any:
 def _validate(config: Config) -> None:
     positive: dict[str, float] = {
         "server.port": config.server.port,
+        "store.lock_check_s": config.store.lock_check_s,
         "brain.reply_max_tokens": config.brain.reply_max_tokens,
         "brain.utility_max_tokens": config.brain.utility_max_tokens,
         "brain.timeout_s": config.brain.timeout_s,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
+from gateway.bench.gateway_bench import GatewayProcess, free_port
 from gateway.config import Config
 from gateway.errors import DatabaseInUse
 from gateway.store import Store
@@ -249,3 +251,50 @@ async def test_a_claimed_database_checks_its_lock_while_held(pg_store: Store) ->
             break
         else:
             pytest.fail("the lock was not taken again")
+
+
+async def test_a_claimed_database_lost_to_another_gateway_says_so(pg_store: Store) -> None:
+    lost: list[DatabaseInUse] = []
+    async with claim_database(pg_store.url, check_every_s=0.05, on_lost=lost.append):
+        # Taken by another while this one's session is down, before its next check.
+        for _ in range(50):
+            await terminate_holder(pg_store)
+            with contextlib.suppress(DatabaseInUse):
+                async with PostgresLock(pg_store.url):
+                    for _ in range(100):
+                        await asyncio.sleep(0.05)
+                        if lost:
+                            break
+                    break
+        assert len(lost) == 1
+    assert "lost its lock while its session was down, and another took it" in str(lost[0])
+
+
+async def test_a_gateway_whose_database_another_took_stops(pg_store: Store, tmp_path: Path) -> None:
+    # Two gateways writing one database would each find only their own memories: the
+    # one that lost the lock stops, gracefully (exit 2), and says why.
+    port = free_port()
+    config = tmp_path / "agentgw.toml"
+    config.write_text(
+        f'[server]\nhost = "127.0.0.1"\nport = {port}\n'
+        f"[store]\ndata_dir = {json.dumps(str(tmp_path / 'data'))}\n"
+        f"url = {json.dumps(pg_store.url)}\nlock_check_s = 0.5\n"
+        '[brain]\nkind = "scripted"\n[voice]\nenabled = false\n[memory]\nenabled = false\n',
+        encoding="utf-8",
+    )
+    gateway = GatewayProcess(config, port, tmp_path / "gateway.log")
+    await gateway.start()
+    try:
+        status = None
+        for _ in range(20):
+            await terminate_holder(pg_store)
+            with contextlib.suppress(DatabaseInUse):  # it took the lock back first: again
+                async with PostgresLock(pg_store.url):
+                    status = await gateway.exited(timeout=60)
+                break
+        assert status == 2, gateway.log_text()[-3000:]
+    finally:
+        await gateway.kill()
+    log = gateway.log_text()
+    assert "lost its lock while its session was down, and another took it" in log
+    assert "stop it first" in log  # the holder, named as a refused start names it

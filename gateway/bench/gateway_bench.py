@@ -168,6 +168,14 @@ class GatewayProcess:
         """SIGKILL: no shutdown code runs, as in a crash or a power cut of the process."""
         await self._end(signal.SIGKILL, timeout=10.0)
 
+    async def exited(self, timeout: float) -> int:
+        """Wait for the process to end by itself (``TimeoutError`` if it does not in
+        ``timeout`` seconds). Returns the exit status."""
+        if self._process is None:
+            raise RuntimeError("the gateway process is not running")
+        await asyncio.wait_for(self._process.wait(), timeout)
+        return await self._end(signal.SIGKILL, timeout=0.0)  # ended: only closes the log
+
     async def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit status."""
         return await self._end(signal.SIGTERM, timeout=timeout)

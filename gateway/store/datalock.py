@@ -19,9 +19,10 @@ So the gateway holds two locks while it runs, and vacuum takes the same ones:
 Both kinds end with the process, however it ends (the kernel closes the file,
 the server ends the session): a crash leaves nothing stale to clean up. An
 advisory lock also ends with its session while the gateway lives (a server
-restart): the gateway checks it every 30 s and takes it again, and logs an
-error if another gateway took it meanwhile. Lock
-files stay; each holds the last holder's pid, for the error message.
+restart): the gateway checks it every ``store.lock_check_s`` (30 s) and takes
+it again; if another gateway took it meanwhile, this one stops (exit 2), so
+the one holding the lock is the only one writing. Lock files stay; each holds
+the last holder's pid, for the error message.
 
 Taking them is explicit (the gateway and vacuum do it), never part of
 ``Store.open``: tests and tools open stores on the same files many times.
@@ -35,7 +36,7 @@ import fcntl
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -220,7 +221,8 @@ class PostgresLock:
 
     async def keep(self, every_s: float) -> None:
         """``check`` every ``every_s`` seconds for as long as the gateway runs: a lock
-        lost with its session would let a second gateway start unseen."""
+        lost with its session would let a second gateway start unseen. Returns (raises
+        ``DatabaseInUse``) only when another gateway took the lock meanwhile."""
         while True:
             await asyncio.sleep(every_s)
             try:
@@ -228,9 +230,11 @@ class PostgresLock:
                     log.warning(
                         "%s: the lock's session was lost; the lock is taken again", self.subject
                     )
-            except DatabaseInUse:
-                # Two gateways share the database now: the operator has to stop one.
-                log.exception("lost the lock on %s while its session was down", self.subject)
+            except DatabaseInUse as exc:
+                raise DatabaseInUse(
+                    f"{self.subject}: this agentgw lost its lock while its session was down, "
+                    f"and another took it: {exc}"
+                ) from exc
             except StoreError as exc:
                 log.warning("cannot check the lock on %s: %s", self.subject, exc)
 
@@ -267,12 +271,18 @@ def _describe(holder: Row[Any] | None) -> str:
 
 
 @asynccontextmanager
-async def claim_database(url: str, check_every_s: float = 30.0) -> AsyncIterator[None]:
+async def claim_database(
+    url: str,
+    check_every_s: float = 30.0,
+    on_lost: Callable[[DatabaseInUse], None] | None = None,
+) -> AsyncIterator[None]:
     """Hold the database at ``url`` for this process until the block ends.
 
     Raises ``DatabaseInUse`` at once when another process holds it. A
     PostgreSQL lock is checked every ``check_every_s`` (``PostgresLock.keep``);
-    a file lock cannot be lost while its process lives.
+    if another process took it while this one's session was down, ``on_lost``
+    is called with the error (the gateway stops) and the checks end. A file
+    lock cannot be lost while its process lives.
     """
     database = sqlite_file(url)
     if database is not None:
@@ -286,11 +296,22 @@ async def claim_database(url: str, check_every_s: float = 30.0) -> AsyncIterator
     elif url.startswith("postgresql"):
         async with PostgresLock(url) as lock:
             keeping = asyncio.create_task(lock.keep(check_every_s), name="database-lock")
+
+            def lost(task: asyncio.Task[None]) -> None:
+                error = None if task.cancelled() else task.exception()
+                if error is None:
+                    return
+                log.critical("%s", error)
+                if on_lost is not None and isinstance(error, DatabaseInUse):
+                    on_lost(error)
+
+            keeping.add_done_callback(lost)
             try:
                 yield
             finally:
                 keeping.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                # A lock lost to another gateway was told to ``on_lost`` when it came.
+                with contextlib.suppress(asyncio.CancelledError, DatabaseInUse):
                     await keeping
     else:
         scheme = url.split(":", 1)[0]
