@@ -326,8 +326,11 @@ class LexicalIndex:
                 )
             if not parts:
                 return []
+            # A slot's id never changes; an add may give the index a longer array.
+            slot_ids = self._ids
+        # Merged outside the lock: postings are only ever appended to, never changed.
         slots, values = _summed(parts, every=len(set(stems)) if every else 0)
-        ids = self._ids[slots]
+        ids = slot_ids[slots]
         if slots.size > limit:
             # The best ``limit`` by score, plus every item tied with the last of them.
             cut = np.partition(values, slots.size - limit)[slots.size - limit]
