@@ -227,7 +227,13 @@ class TurnPipeline:
         )
         deliver_ms = (time.perf_counter() - brain_done) * 1000
         self._pending.setdefault(inbound.turn_id, {})["deliver_ms"] = deliver_ms
-        return TurnOutcome(request, reply.id, completion.text, reply.created_at)
+        return TurnOutcome(
+            request,
+            reply.id,
+            completion.text,
+            reply.created_at,
+            written_by_model=completion.written_by_model,
+        )
 
     async def _after(self, turn: TurnContext, outcome: TurnOutcome) -> None:
         for stage in self.after_stages:

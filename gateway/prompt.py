@@ -105,6 +105,8 @@ class TurnOutcome:
     reply_text: str | None = None
     reply_at: datetime | None = None
     error_code: str | None = None
+    # False when the reply is the offline brain's notice, not the agent's words.
+    written_by_model: bool = True
 
 
 class AfterTurnStage(Protocol):

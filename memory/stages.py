@@ -174,11 +174,14 @@ class MemoryIngestStage:
                 status=status,
             )
         ]
-        if outcome.reply_id is not None and outcome.reply_text:
+        # The offline brain's notice quotes the pack: stored as the agent's words, it
+        # would come back in every later pack and count as the pack's items used.
+        reply = outcome.reply_text if outcome.written_by_model else None
+        if outcome.reply_id is not None and reply:
             episodes.append(
                 Episode(
                     person_id=turn.person_id,
-                    text=outcome.reply_text,
+                    text=reply,
                     at=outcome.reply_at or turn.received_at,
                     role="assistant",
                     speaker=self.pack_stage.agent_name,
@@ -194,11 +197,12 @@ class MemoryIngestStage:
         )
         await self.service.ingest([e for e in episodes if e.source_ref not in known])
         if outcome.reply_text:
+            # The person's words still refer to items; the notice used none of them.
             result = await self.service.reinforce(
                 turn.turn_id,
                 turn.person_id,
                 turn.text,
-                outcome.reply_text,
+                reply or "",
                 outcome.reply_at or turn.received_at,
             )
             log.debug(

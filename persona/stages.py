@@ -374,7 +374,8 @@ class PersonaLoop:
 
     async def judge_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
         request = outcome.request
-        if request is None or outcome.reply_text is None:
+        # The offline brain's notice is the gateway's voice, not the agent's: no verdict.
+        if request is None or outcome.reply_text is None or not outcome.written_by_model:
             return
         state = (await self.book.current()).state
 

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +35,7 @@ from memory.embed import Embedder, SentenceEmbedder
 from memory.models import MemoryItem, MemoryTrace
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType, Tier
+from persona.models import SyncScoreRow
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.slow
@@ -525,15 +527,27 @@ async def test_remember_and_forget_through_a_webchat_turn(
     await ws.close()
 
 
-async def test_the_offline_brain_shows_an_honest_confirmation(tmp_path: Path) -> None:
-    config = make_config(tmp_path)  # no embedding model: full text only
-    server = TestServer(create_app(config, brain=OfflineBrain()), host="127.0.0.1")
+@asynccontextmanager
+async def offline_chat(
+    tmp_path: Path, session_name: str
+) -> AsyncIterator[tuple[TestServer, aiohttp.ClientWebSocketResponse]]:
+    """A gateway on the offline brain (no embedding model: full text only), and a page."""
+    server = TestServer(create_app(make_config(tmp_path), brain=OfflineBrain()), host="127.0.0.1")
     await server.start_server()
-    session = aiohttp.ClientSession()
     try:
-        ws = await session.ws_connect(str(server.make_url("/ws?session=offline-test-1")))
-        await ws.receive_json(timeout=5)
-        await ws.receive_json(timeout=5)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(str(server.make_url(f"/ws?session={session_name}"))) as ws,
+        ):
+            await ws.receive_json(timeout=5)
+            await ws.receive_json(timeout=5)
+            yield server, ws
+    finally:
+        await server.close()
+
+
+async def test_the_offline_brain_shows_an_honest_confirmation(tmp_path: Path) -> None:
+    async with offline_chat(tmp_path, "offline-test-1") as (_, ws):
         reply = await say(ws, "Remember that my bike is a red Bianchi.", "o-1")
         assert "No language model is configured" in reply["text"]
         assert "Stored just now at the person's request" in reply["text"]
@@ -542,7 +556,23 @@ async def test_the_offline_brain_shows_an_honest_confirmation(tmp_path: Path) ->
         assert "Forgotten at the person's request" in reply["text"]
         reply = await say(ws, "Forget that I own a submarine.", "o-3")
         assert "no stored memory matched it" in reply["text"]
-        await ws.close()
-    finally:
-        await session.close()
-        await server.close()
+
+
+async def test_the_offline_notice_is_neither_remembered_nor_judged(tmp_path: Path) -> None:
+    # It quotes the pack: remembered as the agent's words, it would fill later packs
+    # with copies of itself, and the judge would score the gateway's voice as the agent's.
+    async with offline_chat(tmp_path, "offline-test-2") as (server, ws):
+        await say(ws, "Remember that my bike is a red Bianchi.", "n-1")
+        for n in range(3):
+            reply = await say(ws, f"Which bike do I ride on day {n}? The Bianchi?", f"n-q{n}")
+            assert reply["text"].count("No language model is configured") == 1
+        gateway = server.app[GATEWAY]
+        assert gateway.persona is not None
+        assert await gateway.router.drain(timeout=20)  # the last turn's ingest included
+        assert await gateway.persona.idle(timeout=20)
+        async with gateway.store.session() as db:
+            items = (await db.scalars(select(MemoryItem))).all()
+            verdicts = (await db.scalars(select(SyncScoreRow))).all()
+    assert [i.role for i in items if i.type is ItemType.EPISODE] == ["user"] * 4
+    assert not any("language model" in i.content for i in items)
+    assert verdicts == []

@@ -79,6 +79,9 @@ class Completion:
     model: str
     usage: Usage = field(default_factory=Usage)
     stop_reason: str = "end_turn"
+    # False for the offline brain's notice ("no model is configured ..."): it is the
+    # gateway talking, not the agent, so it is neither remembered nor judged as its voice.
+    written_by_model: bool = True
 
 
 BrainEvent = TextDelta | Completion

@@ -46,11 +46,16 @@ def _words(text: str) -> set[str]:
 def related_messages(
     message: str, history: tuple[ChatMessage, ...], limit: int = 5
 ) -> list[ChatMessage]:
-    """Earlier messages sharing the most content words with ``message``."""
+    """Earlier messages sharing the most content words with ``message``; never this
+    brain's own earlier notices (each quoted the one before: they would nest)."""
     wanted = _words(message)
     if not wanted:
         return []
-    scored = [(len(wanted & _words(m.text)), index, m) for index, m in enumerate(history)]
+    scored = [
+        (len(wanted & _words(m.text)), index, m)
+        for index, m in enumerate(history)
+        if not (m.role == "assistant" and m.text.startswith(HOW_TO))
+    ]
     best = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], -s[1]))[:limit]
     return [m for _, _, m in sorted(best, key=lambda s: s[1])]
 
@@ -79,7 +84,9 @@ class OfflineBrain:
     async def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
         text = self.answer(request)
         yield TextDelta(text)
-        yield Completion(text=text, model="none", usage=Usage(), stop_reason="offline")
+        yield Completion(
+            text=text, model="none", usage=Usage(), stop_reason="offline", written_by_model=False
+        )
 
     async def complete(self, request: BrainRequest) -> Completion:
         return await complete_from_stream(self, request)
