@@ -154,3 +154,34 @@ async def test_migration_0010_undone_gives_older_code_its_json_back(tmp_path: Pa
     engine.dispose()
     assert kind == "text"
     assert json.loads(stored) == candidates
+
+
+async def test_migration_0012_takes_the_offline_notices_out_of_memory(tmp_path: Path) -> None:
+    notice = (
+        "No language model is configured, so I can't write a real reply yet.\n"
+        "What I remember that bears on your message: Sam lives in Lisbon"
+    )
+    with database_at(tmp_path / "old.db", "0011") as connection:
+        for item_id, content, role in (
+            (1, "Sam lives in Lisbon", "user"),
+            (2, notice, "assistant"),
+            (3, "Lisbon is lovely in May, Sam.", "assistant"),
+            # A person may quote it: their own words stay.
+            (4, notice, "user"),
+        ):
+            connection.execute(
+                text(
+                    ITEM_COLUMNS.replace("'fact'", "'episode'").replace(
+                        "'', 'user', 'user'", "'', :role, 'user'"
+                    )
+                ),
+                {"id": item_id, "content": content, "status": "active", "by": None, "role": role},
+            )
+    async with Store(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}") as store:
+        assert [i.id for i in await repo.get_items(store, [1, 2, 3, 4])] == [1, 3, 4]
+        assert [i for i, _ in await repo.fts_search(store, 1, "language model", 10)] == [4]
+        await store.write(
+            lambda c: c.exec_driver_sql(
+                "INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')"
+            )
+        )
