@@ -211,16 +211,24 @@ async def test_one_gateway_per_postgresql_database(pg_store: Store, postgres: st
         pass
 
 
-async def terminate_holder(store: Store) -> None:
-    """End the session that holds agentgw's advisory lock, as a server restart would."""
+async def held_by(store: Store) -> int | None:
+    """The server process holding agentgw's advisory lock, looked up without taking it
+    (a probe that took it would be another gateway to the one checking)."""
     async with store.session() as session:
-        ended = await session.scalar(
+        pid: int | None = await session.scalar(
             text(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks "
-                "WHERE locktype = 'advisory' AND granted AND objid = :low"
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = :low"
             ),
             {"low": ADVISORY_KEY & 0xFFFFFFFF},
         )
+    return pid
+
+
+async def terminate_holder(store: Store) -> None:
+    """End the session that holds agentgw's advisory lock, as a server restart would."""
+    pid = await held_by(store)
+    async with store.session() as session:
+        ended = await session.scalar(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
     assert ended is True
 
 
@@ -238,19 +246,6 @@ async def test_a_lock_lost_with_its_session_is_taken_again(pg_store: Store) -> N
         async with PostgresLock(pg_store.url):
             with pytest.raises(DatabaseInUse):
                 await lock.check()
-
-
-async def held_by(store: Store) -> int | None:
-    """The server process holding agentgw's advisory lock, looked up without taking it
-    (a probe that took it would be another gateway to the one checking)."""
-    async with store.session() as session:
-        pid: int | None = await session.scalar(
-            text(
-                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = :low"
-            ),
-            {"low": ADVISORY_KEY & 0xFFFFFFFF},
-        )
-    return pid
 
 
 async def test_a_claimed_database_checks_its_lock_while_held(pg_store: Store) -> None:
