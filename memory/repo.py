@@ -31,6 +31,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    or_,
     select,
     text,
     type_coerce,
@@ -527,18 +528,42 @@ async def vectors(store: Store, ids: Sequence[int], chunk: int = 5000) -> NDArra
     return np.stack([from_blob(found[i]) for i in ids]) if ids else np.zeros((0, 0), np.float32)
 
 
-async def unembedded(
-    store: Store, person_id: int, limit: int
+def _stale_vector(model: str, dim: int) -> ColumnElement[bool]:
+    """No vector of this model: stored while no embedder was loaded, or embedded by
+    another model (its name, or its width when a folder's model was swapped)."""
+    return or_(
+        MemoryItem.embedding.is_(None),
+        MemoryItem.embedding_model != model,
+        func.length(MemoryItem.embedding) != dim * 4,
+    )
+
+
+async def people_with_stale_vectors(store: Store, model: str, dim: int) -> list[int]:
+    """Whose active items need embedding (one pass over the items)."""
+    async with store.reader() as session:
+        rows = await session.scalars(
+            select(MemoryItem.person_id)
+            .where(MemoryItem.status == ItemStatus.ACTIVE, _stale_vector(model, dim))
+            .distinct()
+        )
+        return list(rows.all())
+
+
+async def stale_vectors(
+    store: Store, person_id: int, model: str, dim: int, after: int, limit: int
 ) -> list[tuple[int, str, str, ItemType]]:
-    """Items stored while no embedder was loaded: (id, content, speaker, type)."""
+    """The person's active items without a vector of ``model``, by id after ``after``:
+    (id, content, speaker, type)."""
     async with store.reader() as session:
         rows = await session.execute(
             select(MemoryItem.id, MemoryItem.content, MemoryItem.speaker, MemoryItem.type)
             .where(
                 MemoryItem.person_id == person_id,
                 MemoryItem.status == ItemStatus.ACTIVE,
-                MemoryItem.embedding.is_(None),
+                MemoryItem.id > after,
+                _stale_vector(model, dim),
             )
+            .order_by(MemoryItem.id)
             .limit(limit)
         )
         return [(int(r[0]), r[1], r[2], r[3]) for r in rows]

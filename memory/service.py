@@ -29,12 +29,12 @@ from gateway.heap import freeze_long_lived
 from gateway.store import Store
 from memory import repo
 from memory.decay import DecayPolicy, content_words, overlap
-from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
+from memory.embed import Embedder, EmbedQueue, SentenceEmbedder, from_blob
 from memory.embed_onnx import model_cache
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
 from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable
-from memory.models import MemoryTrace
+from memory.models import MemoryItem, MemoryTrace
 from memory.pack import Candidate, MemoryView, PackResult, PackSettings, search_text, select
 from memory.repo import NewItem, Reinforcement
 from memory.salience import salience
@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 # How far before/after an event "before the trip" looks.
 ANCHOR_SPAN = timedelta(days=30)
 REMEMBER_PRIORITY = 0.8
+# Items between progress lines while a start embeds a store anew (a new model).
+BACKFILL_REPORT = 10_000
 
 
 @dataclass(frozen=True)
@@ -532,21 +534,53 @@ class MemoryService:
         return found
 
     async def backfill(self, batch: int = 256) -> int:
-        """Embed items stored while no embedder was loaded (once, at start)."""
-        if self.embedder is None:
+        """Embed the active items that have no vector of this model (once, at start).
+
+        They were stored while no embedder was loaded, or embedded by the model
+        configured before (``memory.embedding_model`` changed): the store keeps
+        each vector's model, and vectors of two models never meet in one index
+        or one pack. Older vectors of items not recallable (superseded,
+        forgotten) stay until a restore needs them (``vector_of``).
+        """
+        embedder = self.embedder
+        if embedder is None:
             return 0
-        done = 0
-        for person_id in await repo.people_with_items(self.store):
-            while rows := await repo.unembedded(self.store, person_id, batch):
+        model, dim = embedder.model_name, embedder.dim
+        done, report_at = 0, BACKFILL_REPORT
+        for person_id in await repo.people_with_stale_vectors(self.store, model, dim):
+            after = 0
+            while rows := await repo.stale_vectors(self.store, person_id, model, dim, after, batch):
                 matrix = await self._embed([embedding_text(t, s, c) for _, c, s, t in rows])
                 if matrix is None:
                     break
                 ids = [r[0] for r in rows]
-                await repo.set_vectors(self.store, ids, matrix, self.embedder.model_name)
+                await repo.set_vectors(self.store, ids, matrix, model)
+                after = ids[-1]
                 done += len(ids)
+                if done >= report_at:  # a new model over a big store takes minutes
+                    log.info("memory: %d items embedded by %s so far", done, model)
+                    report_at += BACKFILL_REPORT
         if done:
-            log.info("memory: embedded %d items stored without vectors", done)
+            log.info("memory: embedded %d items that had no vector of %s", done, model)
         return done
+
+    async def vector_of(self, item: MemoryItem) -> NDArray[np.float32] | None:
+        """The item's vector of this model: the stored one, else embedded now and stored."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        if (
+            item.embedding is not None
+            and item.embedding_model == embedder.model_name
+            and len(item.embedding) == embedder.dim * 4
+        ):
+            return from_blob(item.embedding)
+        matrix = await self._embed([embedding_text(item.type, item.speaker, item.content)])
+        if matrix is None:
+            return None
+        await repo.set_vectors(self.store, [item.id], matrix, embedder.model_name)
+        vector: NDArray[np.float32] = matrix[0]
+        return vector
 
     async def remember(
         self,

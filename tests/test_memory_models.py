@@ -31,6 +31,7 @@ from gateway.config import Config
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo
+from memory.curate import MemoryCurator
 from memory.embed import Embedder, SentenceEmbedder
 from memory.models import MemoryItem, MemoryTrace
 from memory.service import Episode, MemoryService, PackRequest
@@ -180,6 +181,85 @@ async def test_index_files_deleted_corrupt_or_of_another_dimension_are_rebuilt(
     origin, _ = await reopen()
     assert origin == "rebuilt: dimension 768 is not 384"
     assert (await reopen())[0] == "loaded"
+
+
+class NarrowEmbedder:
+    """Another model, as the store sees one: MiniLM's vectors projected to 64 dimensions."""
+
+    model_name = "minilm-narrow-64"
+    dim = 64
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.projection = np.random.default_rng(7).standard_normal((inner.dim, 64))
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.texts.extend(texts)
+        narrow = self.inner.embed(texts) @ self.projection
+        narrow /= np.linalg.norm(narrow, axis=1, keepdims=True)
+        return narrow.astype(np.float32)
+
+
+async def test_a_new_embedding_model_embeds_the_store_again(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    ids = await ingest_lines(service, address)
+    await service.aclose()
+    sister = ids[2]  # "My sister Ana lives in Lisbon ..."
+    async with store.session() as session:
+        row = await session.get(MemoryItem, sister)
+        assert row is not None
+        row.status = ItemStatus.FORGOTTEN
+    assert await repo.people_with_stale_vectors(store, embedder.model_name, 384) == []
+    # A folder swapped for a model of another width under the same name is seen too.
+    assert await repo.people_with_stale_vectors(store, embedder.model_name, 64) == [
+        address.person_id
+    ]
+
+    narrow = NarrowEmbedder(embedder)
+    started = await MemoryService.start(store, memory_config, embedder=narrow)
+    active = [i for i in ids if i != sister]
+    assert sorted(narrow.texts) == sorted(
+        f"{'Sam' if role == 'user' else 'Ada'}: {text}"
+        for n, (role, text) in enumerate(LINES)
+        if ids[n] != sister
+    )
+    items = {item.id: item for item in await repo.get_items(store, ids)}
+    for item_id in active:
+        assert items[item_id].embedding_model == "minilm-narrow-64"
+        assert len(items[item_id].embedding or b"") == 64 * 4
+    # Not recallable, so not embedded until it is restored.
+    assert items[sister].embedding_model == embedder.model_name
+
+    pack = await started.build_pack(
+        PackRequest(address.person_id, "What is my cat called?", T0 + timedelta(days=1))
+    )
+    index = await started.index(address.person_id)
+    assert index is not None
+    assert index.origin == "rebuilt: dimension 384 is not 64"
+    assert index.count == len(active)
+    assert "Miso" in pack.text
+    assert {c["id"] for c in pack.result.trace if "ann" in c["sources"]} == set(active)
+
+    narrow.texts.clear()
+    await MemoryCurator(started).restore(sister)
+    assert narrow.texts == [f"Sam: {LINES[2][1]}"]
+    assert index.count == len(ids)
+    (restored,) = await repo.get_items(store, [sister])
+    assert restored.embedding_model == "minilm-narrow-64"
+    pack = await started.build_pack(
+        PackRequest(address.person_id, "where does my sister live", T0 + timedelta(days=1))
+    )
+    assert "Lisbon" in pack.text
+    assert "ann" in next(c["sources"] for c in pack.result.trace if c["id"] == sister)
+    await started.aclose()
+
+    narrow.texts.clear()
+    again = await MemoryService.start(store, memory_config, embedder=narrow)
+    assert narrow.texts == []  # embedded once: a restart keeps them
+    await again.aclose()
 
 
 async def test_indexes_left_by_another_database_are_rebuilt_not_trusted(
