@@ -183,6 +183,29 @@ async def test_index_files_deleted_corrupt_or_of_another_dimension_are_rebuilt(
     assert (await reopen())[0] == "loaded"
 
 
+async def test_items_stored_without_an_embedder_are_embedded_at_the_next_start(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    full_text_only = MemoryService(
+        store, memory_config.memory, memory_config.data_dir / "memory-index", None
+    )
+    ids = await ingest_lines(full_text_only, address)
+    await full_text_only.aclose()
+    assert all(item.embedding is None for item in await repo.get_items(store, ids))
+
+    counting = CountingEmbedder(embedder)
+    started = await MemoryService.start(store, memory_config, embedder=counting)
+    assert len(counting.texts) == len(LINES)
+    items = await repo.get_items(store, ids)
+    assert all(item.embedding_model == embedder.model_name for item in items)
+    pack = await started.build_pack(
+        PackRequest(address.person_id, "which city is my sister in", T0 + timedelta(days=1))
+    )
+    assert "Lisbon" in pack.text
+    assert {c["id"] for c in pack.result.trace if "ann" in c["sources"]} == set(ids)
+    await started.aclose()
+
+
 class NarrowEmbedder:
     """Another model, as the store sees one: MiniLM's vectors projected to 64 dimensions."""
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import select, text
 
@@ -161,6 +162,22 @@ async def test_forget_and_before_the_trip_work_without_fts5(
     )
     assert pack.window is not None
     assert pack.window.end == (T0 + timedelta(days=12)).date()
+    await service.aclose()
+
+
+async def test_vectors_of_another_model_are_found_on_postgresql(
+    pg_store: Store, config: Config
+) -> None:
+    service, sam, ids = await sam_says(pg_store, config)  # no embedder: no vectors
+    assert await repo.people_with_stale_vectors(pg_store, "tiny", 4) == [sam.person_id]
+    vectors = np.eye(len(ids), 4, dtype=np.float32)
+    await repo.set_vectors(pg_store, ids, vectors, "tiny")
+    assert await repo.people_with_stale_vectors(pg_store, "tiny", 4) == []
+    # Another name, or the same name at another width (BYTEA's length), is stale.
+    assert await repo.people_with_stale_vectors(pg_store, "other", 4) == [sam.person_id]
+    assert await repo.people_with_stale_vectors(pg_store, "tiny", 8) == [sam.person_id]
+    stale = await repo.stale_vectors(pg_store, sam.person_id, "tiny", 8, ids[1], 2)
+    assert [row[0] for row in stale] == ids[2:4]
     await service.aclose()
 
 
