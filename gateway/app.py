@@ -80,13 +80,13 @@ def build_stages(config: Config, memory_pack: MemoryPackStage | None = None) -> 
     if memory_pack is None:
         return [
             PersonaStage(persona),
-            ClockStage(),
+            ClockStage(config.zone),
             RecentHistoryStage(config.context.history_tokens),
         ]
     # The pack recalls older messages; only the last exchanges stay verbatim.
     return [
         PersonaStage(persona),
-        ClockStage(),
+        ClockStage(config.zone),
         memory_pack,
         RecentHistoryStage(memory_pack.history_tokens),
     ]
@@ -273,7 +273,7 @@ def create_app(
     # Imported here: the panel's modules import GATEWAY from this one.
     from web.panel import add_panel_routes
 
-    add_panel_routes(app)
+    add_panel_routes(app, config.zone)
     app.router.add_static("/static", str(resources.files("web").joinpath("static")))
     return app
 

@@ -17,9 +17,11 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from gateway.clock import UnknownZone, zone_named
 from gateway.errors import ConfigError
 
 BrainKind = Literal["auto", "claude", "openai", "offline", "scripted"]
@@ -99,6 +101,9 @@ class AgentConfig:
     name: str = "Ada"
     # Markdown persona (the agent's core identity); empty: the bundled default.
     persona_file: str = ""
+    # The people's time zone ("Europe/Lisbon"): what "yesterday" and "in May" mean in
+    # memory, the days its dates show, the prompt's clock. Empty: this machine's zone.
+    timezone: str = ""
 
 
 @dataclass(frozen=True)
@@ -438,6 +443,11 @@ class Config:
         return Path(self.store.data_dir)
 
     @property
+    def zone(self) -> tzinfo:
+        """``agent.timezone`` as a zone (checked at load)."""
+        return zone_named(self.agent.timezone)
+
+    @property
     def database_url(self) -> str:
         if self.store.url:
             return self.store.url
@@ -707,6 +717,10 @@ def _coerce(key: str, annotation: Any, value: Any) -> Any:
 
 
 def _validate(config: Config) -> None:
+    try:
+        zone_named(config.agent.timezone)
+    except UnknownZone as exc:
+        raise ConfigError(f"agent.timezone: {exc}") from exc
     positive: dict[str, float] = {
         "server.port": config.server.port,
         "store.lock_check_s": config.store.lock_check_s,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, tzinfo
 from importlib import resources
 from pathlib import Path
 
 from gateway.brains.base import BlockKind, ChatMessage
+from gateway.clock import local, zone_label
 from gateway.prompt import PromptDraft, TurnContext
 from gateway.tokens import estimate_tokens
 
@@ -36,14 +38,18 @@ class PersonaStage:
 
 @dataclass(frozen=True)
 class ClockStage:
-    """When and where the message arrived; after the cached prefix, as it changes each turn."""
+    """When and where the message arrived, on the person's clock (``agent.timezone``);
+    after the cached prefix, as it changes each turn."""
+
+    zone: tzinfo = UTC
 
     @property
     def name(self) -> str:
         return "clock"
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        when = turn.received_at.strftime("%A %d %B %Y, %H:%M UTC")
+        at = local(turn.received_at, self.zone)
+        when = f"{at:%A %d %B %Y, %H:%M} ({zone_label(self.zone, at)})"
         draft.add(BlockKind.GUIDANCE, f"The person's message arrived on {when} via {turn.channel}.")
 
 

@@ -19,13 +19,14 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime, tzinfo
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from gateway.clock import local, local_day
 from memory.decay import DecayPolicy
 from memory.sanitize import sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
@@ -102,6 +103,8 @@ class PackSettings:
     relational_min_items: int = 1
     # Most of the budget one type may take (share of the budget, 0-1).
     type_quota: Mapping[ItemType, float] = field(default_factory=dict)
+    # The people's zone: the days of "the same day", of a time window and of each line.
+    zone: tzinfo = UTC
 
 
 @dataclass(frozen=True)
@@ -187,11 +190,11 @@ def _answers(before: MemoryView, item: MemoryView) -> bool:
 
 
 def _session_best(
-    candidates: Sequence[Candidate], base: NDArray[np.float64]
+    candidates: Sequence[Candidate], base: NDArray[np.float64], zone: tzinfo
 ) -> NDArray[np.float64]:
     """Each episode's best ``base`` among the episodes of its conversation and day; 0 else."""
     keys = [
-        (c.item.conversation_id, c.item.occurred_at.date())
+        (c.item.conversation_id, local_day(c.item.occurred_at, zone))
         if c.item.type is ItemType.EPISODE
         else None
         for c in candidates
@@ -203,8 +206,8 @@ def _session_best(
     return np.array([0.0 if key is None else best[key] for key in keys])
 
 
-def _in_window(item: MemoryView, window: TimeWindow) -> bool:
-    if window.contains(item.occurred_at.date()):
+def _in_window(item: MemoryView, window: TimeWindow, zone: tzinfo) -> bool:
+    if window.contains(local_day(item.occurred_at, zone)):
         return True
     if item.refers_start is not None:
         return window.overlaps(item.refers_start, item.refers_end or item.refers_start)
@@ -240,7 +243,7 @@ def relevance(
         if shares:
             fused[i] += max(shares)
     if settings.session_weight > 0:
-        fused += settings.session_weight * _session_best(candidates, base)
+        fused += settings.session_weight * _session_best(candidates, base, settings.zone)
     named = _named_speakers(query, candidates)
     if len(named) == 1:
         (speaker,) = named
@@ -249,7 +252,10 @@ def relevance(
         )
     if window is not None:
         fused *= np.array(
-            [1 + settings.time_boost if _in_window(c.item, window) else 1.0 for c in candidates]
+            [
+                1 + settings.time_boost if _in_window(c.item, window, settings.zone) else 1.0
+                for c in candidates
+            ]
         )
     top = fused.max()
     return fused / top if top > 0 else fused
@@ -301,15 +307,17 @@ def mmr_order(
 _RELATIVE = re.compile(r"\d")
 
 
-def render_line(item: MemoryView, text: str, speaker: str) -> str:
-    """One memory: date, source, who or what kind, the text (whole), and resolved relative dates."""
+def render_line(item: MemoryView, text: str, speaker: str, zone: tzinfo = UTC) -> str:
+    """One memory: date, source, who or what kind, the text (whole), and resolved relative
+    dates; its day is the one ``zone`` had when it was said."""
     ref = item.source_ref or (
         f"{item.source_message_ids[0]}" if item.source_message_ids else f"m{item.id}"
     )
     who = speaker if item.type is ItemType.EPISODE and speaker else item.type.value
-    line = f"- {item.occurred_at.date().isoformat()} #{ref} {who}: {text}"
+    said = local(item.occurred_at, zone)
+    line = f"- {said.date().isoformat()} #{ref} {who}: {text}"
     # Only items stored with dates they refer to carry a relative phrase worth resolving.
-    window = resolve_window(text, item.occurred_at) if item.refers_start is not None else None
+    window = resolve_window(text, said) if item.refers_start is not None else None
     if window is not None and not _RELATIVE.search(window.phrase):
         span = window.start.isoformat()
         if window.end != window.start:
@@ -370,7 +378,7 @@ def select(
             entry.reason = "budget"
             return
         clean, speaker = sanitize(item.content), sanitize(item.speaker)
-        entry.line = render_line(item, clean.text, speaker.text)
+        entry.line = render_line(item, clean.text, speaker.text, settings.zone)
         cost = len(entry.line) + 1
         quota = settings.type_quota.get(item.type, 1.0) * budget_chars
         if per_type.get(item.type, 0) + cost > quota and not pinned:

@@ -15,14 +15,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from datetime import time as clock
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from gateway.clock import day_start, local, local_day
 from gateway.config import Config, MemoryConfig
 from gateway.errors import StoreError
 from gateway.heap import freeze_long_lived
@@ -175,10 +175,9 @@ def embedding_text(item_type: ItemType, speaker: str, content: str) -> str:
     return content
 
 
-def _day_bounds(window: TimeWindow) -> tuple[datetime, datetime]:
-    start = datetime.combine(window.start, clock.min, tzinfo=UTC)
-    end = datetime.combine(window.end + timedelta(days=1), clock.min, tzinfo=UTC)
-    return start, end
+def _day_bounds(window: TimeWindow, zone: tzinfo) -> tuple[datetime, datetime]:
+    """From the window's first day's start to its last day's end in ``zone``, in UTC."""
+    return day_start(window.start, zone), day_start(window.end + timedelta(days=1), zone)
 
 
 @functools.cache
@@ -204,13 +203,18 @@ class MemoryService:
         config: MemoryConfig,
         index_dir: Path,
         embedder: Embedder | None,
+        *,
+        zone: tzinfo = UTC,
     ) -> None:
         single_threaded_blas()
         self.store = store
         self.config = config
         self.index_dir = index_dir
         self.embedder = embedder
-        self.settings = pack_settings(config)
+        # The people's time zone (``agent.timezone``): the days that words like
+        # "yesterday" name, and the days of the pack's lines.
+        self.zone = zone
+        self.settings = replace(pack_settings(config), zone=zone)
         self.decay = decay_policy(config)
         self._indexes: dict[int, PersonIndex] = {}
         self._opening: dict[int, asyncio.Lock] = {}
@@ -244,7 +248,7 @@ class MemoryService:
                 embedder = await asyncio.to_thread(load_embedder, memory)
             except EmbeddingUnavailable as exc:
                 log.warning("memory: %s; recall runs on full text only", exc)
-        service = cls(store, memory, config.data_dir / "memory-index", embedder)
+        service = cls(store, memory, config.data_dir / "memory-index", embedder, zone=config.zone)
         await service.backfill()
         return service
 
@@ -501,7 +505,7 @@ class MemoryService:
         """Every message becomes an episode item, with the dates it refers to."""
         items = []
         for e in episodes:
-            window = resolve_window(e.text, e.at)
+            window = resolve_window(e.text, local(e.at, self.zone))
             items.append(
                 NewItem(
                     person_id=e.person_id,
@@ -598,7 +602,7 @@ class MemoryService:
         from memory.commands import classify
 
         kind = item_type or classify(text)
-        window = resolve_window(text, at)
+        window = resolve_window(text, local(at, self.zone))
         (item_id,) = await self.add_items(
             [
                 NewItem(
@@ -711,7 +715,7 @@ class MemoryService:
         """Candidates, score, MMR, quotas and budget, render; the trace stored with the turn."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        window = resolve_window(request.text, request.at)
+        window = resolve_window(request.text, local(request.at, self.zone))
         searched = request.text
         if self.config.strip_speaker_names:
             searched = search_text(request.text, await self.speakers(request.person_id))
@@ -730,7 +734,7 @@ class MemoryService:
         if window is None:
             window = await self._anchor_window(request)
             if window is not None:
-                start, end = _day_bounds(window)
+                start, end = _day_bounds(window, self.zone)
                 found_sources = replace(
                     found_sources,
                     window=await repo.window_ids(
@@ -880,7 +884,7 @@ class MemoryService:
     ) -> repo.SourceQuery:
         bounds = None
         if window is not None:
-            start, end = _day_bounds(window)
+            start, end = _day_bounds(window, self.zone)
             bounds = (start, end, window.start, window.end)
         return repo.SourceQuery(
             person_id=request.person_id,
@@ -932,7 +936,7 @@ class MemoryService:
         found = await repo.fetch(self.store, [hits[0][0]])
         if not found:
             return None
-        when = found[hits[0][0]][0].occurred_at.date()
+        when = local_day(found[hits[0][0]][0].occurred_at, self.zone)
         if anchor.relation == "before":
             return TimeWindow(when - ANCHOR_SPAN, when, anchor.phrase)
         return TimeWindow(when, when + ANCHOR_SPAN, anchor.phrase)

@@ -17,9 +17,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, tzinfo
 
 from sqlalchemy import select, update
 
+from gateway.clock import local, local_day
 from gateway.config import ObserveConfig
 from gateway.errors import BrainError
 from gateway.store import Store
@@ -91,16 +93,20 @@ def _stored(row: ObservationRow) -> StoredObservation:
     )
 
 
-def render_line(observation: Observation) -> str:
-    line = f"- [{observation.priority.value}] ({observation.observed_at:%H:%M}) {observation.text}"
+def render_line(observation: Observation, zone: tzinfo = UTC) -> str:
+    at = local(observation.observed_at, zone)
+    line = f"- [{observation.priority.value}] ({at:%H:%M}) {observation.text}"
     if observation.referred_on is not None:
         phrase = f', "{observation.relative_phrase}"' if observation.relative_phrase else ""
         line += f" (refers to {observation.referred_on:%Y-%m-%d}{phrase})"
     return line
 
 
-def render_block(observations: Sequence[Observation], budget_tokens: int) -> str:
-    """The block: high priority first into the budget, then shown by date, oldest first."""
+def render_block(
+    observations: Sequence[Observation], budget_tokens: int, zone: tzinfo = UTC
+) -> str:
+    """The block: high priority first into the budget, then shown by date (the
+    people's days, ``zone``), oldest first."""
     if not observations:
         return ""
     rank = {Priority.HIGH: 0, Priority.MEDIUM: 1, Priority.LOW: 2}
@@ -109,7 +115,7 @@ def render_block(observations: Sequence[Observation], budget_tokens: int) -> str
     for observation in sorted(
         observations, key=lambda o: (rank[o.priority], -o.observed_at.timestamp(), o.text)
     ):
-        cost = estimate_tokens(render_line(observation)) + 4
+        cost = estimate_tokens(render_line(observation, zone)) + 4
         if used + cost > budget_tokens:
             continue
         used += cost
@@ -118,19 +124,24 @@ def render_block(observations: Sequence[Observation], budget_tokens: int) -> str
     lines = [BLOCK_HEADER]
     day = None
     for observation in chosen:
-        if observation.observed_at.date() != day:
-            day = observation.observed_at.date()
+        said_on = local_day(observation.observed_at, zone)
+        if said_on != day:
+            day = said_on
             lines.append(f"{day:%Y-%m-%d}")
-        lines.append(render_line(observation))
+        lines.append(render_line(observation, zone))
     return "\n".join(lines)
 
 
 class ObservationLog:
     """The observations table, the observer's cursor and its run records."""
 
-    def __init__(self, store: Store, sink: ObservationSink | None = None) -> None:
+    def __init__(
+        self, store: Store, sink: ObservationSink | None = None, *, zone: tzinfo = UTC
+    ) -> None:
         self.store = store
         self.sink = sink
+        # The people's zone: the days and times the block shows.
+        self.zone = zone
 
     async def cursor(self, conversation_id: int) -> int:
         async with self.store.reader() as session:
@@ -232,7 +243,9 @@ class ObservationLog:
         return [_stored(row) for row in rows]
 
     async def block(self, person_id: int, budget_tokens: int) -> str:
-        return render_block([s.observation for s in await self.active(person_id)], budget_tokens)
+        return render_block(
+            [s.observation for s in await self.active(person_id)], budget_tokens, self.zone
+        )
 
     async def apply(self, person_id: int, reflection: Reflection) -> dict[str, int]:
         """Write a reflection: merged observations added, the replaced ones retired."""
@@ -347,9 +360,12 @@ class ObservePass:
         agent_name: str,
         instructions: Callable[[], frozenset[str]],
         usd_per_mtok: tuple[float, float] = (1.0, 5.0),
+        zone: tzinfo = UTC,
     ) -> None:
         self.store = store
         self.log = log_
+        # Messages are read on the people's clock: "tomorrow" is their tomorrow.
+        self.zone = zone
         self.observer = observer
         self.reflector = reflector
         self.book = book
@@ -396,7 +412,7 @@ class ObservePass:
                 "user" if m.role is MessageRole.USER else "assistant",
                 person_name if m.role is MessageRole.USER else self.agent_name,
                 m.text,
-                m.created_at,
+                local(m.created_at, self.zone),
             )
             for m in messages
         ]

@@ -538,7 +538,7 @@ def build_persona_loop(
     )
     exemplars = load_exemplars(persona.exemplars_file)
     book = PersonaBook(store, initial_state(exemplars, policy))
-    log_ = ObservationLog(store, sink)
+    log_ = ObservationLog(store, sink, zone=config.zone)
     sync_policy = SyncPolicy.from_config(persona)
     the_judge = judge if judge is not None else choose_judge(config, brain, embedder, sync_policy)
     planner = PlannerSettings.from_config(persona)
@@ -560,6 +560,7 @@ def build_persona_loop(
         agent_name=config.agent.name,
         instructions=instructions,
         usd_per_mtok=(persona.utility_input_usd_per_mtok, persona.utility_output_usd_per_mtok),
+        zone=config.zone,
     )
     return PersonaLoop(
         store=store,

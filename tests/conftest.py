@@ -73,6 +73,8 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> Config:
         # The memory layer runs on full text unless a test passes an embedder to
         # create_app (tests/test_memory_*.py share one loaded model per session).
         "memory": {"embedder": "none"},
+        # Days and dates in UTC whatever the machine's zone (tests of zones set their own).
+        "agent": {"timezone": "UTC"},
     }
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)

@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -329,3 +330,36 @@ async def test_observe_pass_cursor_persona_track_rules_and_reflection(store: Sto
     assert [r.kind for r in runs] == ["observer", "reflector"]
     assert runs[0].unextracted_messages >= 1
     assert runs[0].input_messages == 6
+
+
+async def test_observations_are_read_and_shown_on_the_persons_clock(store: Store) -> None:
+    # Friday 3 May 2024, 6 pm in Los Angeles: Saturday 1 am in UTC.
+    said_at = datetime(2024, 5, 4, 1, 0, tzinfo=UTC)
+    address = await resolve_address(store, "webchat", "zone-test", "Sam")
+    inbound = await store_inbound(
+        store, address, "I have a dentist appointment tomorrow morning.", said_at, None
+    )
+    await finish_turn(store, inbound, "Good luck at the dentist.", {})
+    zone = ZoneInfo("America/Los_Angeles")
+    log = ObservationLog(store, zone=zone)
+    observe = ObservePass(
+        store,
+        log,
+        RuleObserver(INSTRUCTIONS),
+        RuleReflector(),
+        PersonaBook(store, PersonaState(traits={})),
+        ObserveConfig(observer_tokens=10_000, reflector_tokens=10_000),
+        MergePolicy(),
+        agent_name="Ada",
+        instructions=lambda: INSTRUCTIONS,
+        zone=zone,
+    )
+    assert await observe.run(address.conversation_id, address.person_id, force=True)
+    (dentist,) = [
+        s.observation for s in await log.all(address.person_id) if "dentist" in s.observation.text
+    ]
+    assert dentist.referred_on == date(2024, 5, 4)  # Saturday, not Sunday
+    assert dentist.observed_at == said_at  # stored as the moment it was, in UTC
+    block = await log.block(address.person_id, 1000)
+    assert "\n2024-05-03\n" in block
+    assert "(18:00) Sam: I have a dentist appointment" in block

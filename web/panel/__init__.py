@@ -7,6 +7,8 @@ registration: no discovery.
 
 from __future__ import annotations
 
+from datetime import UTC, tzinfo
+
 from aiohttp import web
 
 from web.panel import conversations, drift, memory, observations, overview, persona
@@ -15,7 +17,7 @@ from web.panel.render import setup_templates
 PAGES = (overview, observations, drift, memory, persona, conversations)
 
 
-def add_panel_routes(app: web.Application) -> None:
-    setup_templates(app)
+def add_panel_routes(app: web.Application, zone: tzinfo = UTC) -> None:
+    setup_templates(app, zone)
     for page in PAGES:
         page.add_routes(app)

@@ -4,16 +4,18 @@ navigation, and small helpers for query parameters and JSON bodies."""
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, tzinfo
 from typing import Any, TypeVar
 
 import jinja2
 from aiohttp import web
 
 from gateway.app import GATEWAY, Gateway
+from gateway.clock import local
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
 E = TypeVar("E", bound=enum.StrEnum)
@@ -35,7 +37,8 @@ NAV = (
 )
 
 
-def setup_templates(app: web.Application) -> None:
+def setup_templates(app: web.Application, zone: tzinfo = UTC) -> None:
+    """The panel's templates; times shown in ``zone`` (the people's, ``agent.timezone``)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("web", "templates/panel"),
         autoescape=True,
@@ -43,17 +46,25 @@ def setup_templates(app: web.Application) -> None:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["dt"] = format_time
+    env.filters["dt"] = functools.partial(format_time, zone=zone)
+    env.globals["zone_name"] = getattr(zone, "key", None) or "UTC"
     env.filters["score"] = format_score
     app[TEMPLATES] = env
 
 
-def format_time(value: datetime | date | None) -> str:
-    """UTC, to the minute: the panel is read by people, not parsed."""
-    if value is None:
+def format_time(value: datetime | date | str | None, zone: tzinfo = UTC) -> str:
+    """In ``zone``, to the minute: the panel is read by people, not parsed. Takes
+    the JSON API's ISO times as well (the pages render the same rows)."""
+    if value is None or value == "":
         return "—"
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        return local(parsed, zone).strftime("%Y-%m-%d %H:%M")
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+        return local(value, zone).strftime("%Y-%m-%d %H:%M")
     return value.isoformat()
 
 
