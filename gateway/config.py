@@ -341,6 +341,9 @@ class MemoryConfig:
     # Each stored message's priority is its salience (memory/salience.py): first-person
     # statements with substance, dates and names over greetings and questions back.
     episode_salience: bool = True
+    # A message longer than this many characters is stored as passages of at most
+    # this length (memory/passages.py), so a long reply can be found and packed in part.
+    passage_chars: int = 600
     # Accesses at which the frequency signal reaches 0.5.
     frequency_half_count: float = 3.0
     # Persona and relational items packed first when any exist.
@@ -574,6 +577,7 @@ def _validate_memory(memory: MemoryConfig) -> None:
     }
     positive |= {
         "budget_tokens": memory.budget_tokens,
+        "passage_chars": memory.passage_chars,
         "history_tokens": memory.history_tokens,
         "candidates": memory.candidates,
         "frequency_half_count": memory.frequency_half_count,

@@ -47,6 +47,7 @@ from datetime import date, datetime
 from typing import Protocol
 
 from gateway.tokens import estimate_tokens
+from memory.passages import passages
 from persona.anchor import strip_notes
 
 
@@ -219,31 +220,11 @@ def echoes_instructions(text: str, instructions: frozenset[str]) -> bool:
 
 
 def split_huge(message: SourceMessage, max_tokens: int) -> list[SourceMessage]:
-    """One message cut into parts of at most ``max_tokens`` (by paragraph, then sentence)."""
+    """One message cut into parts of at most ``max_tokens`` (as memory's passages are:
+    by paragraph, then line, sentence and word)."""
     if estimate_tokens(message.text) <= max_tokens:
         return [message]
-    pieces: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", message.text):
-        if estimate_tokens(paragraph) <= max_tokens:
-            pieces.append(paragraph)
-            continue
-        for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
-            rest = sentence
-            while estimate_tokens(rest) > max_tokens:
-                pieces.append(rest[: max_tokens * 4])
-                rest = rest[max_tokens * 4 :]
-            pieces.append(rest)
-    parts: list[str] = []
-    current = ""
-    for piece in pieces:
-        joined = f"{current}\n\n{piece}" if current else piece
-        if current and estimate_tokens(joined) > max_tokens:
-            parts.append(current)
-            current = piece
-        else:
-            current = joined
-    if current:
-        parts.append(current)
+    parts = passages(message.text, max_tokens * 4)  # estimate_tokens: 4 characters a token
     total = len(parts)
     return [
         replace(message, text=f"(part {i} of {total}) {part}") for i, part in enumerate(parts, 1)

@@ -44,7 +44,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import aliased
 
 from gateway.store import Store
-from gateway.store.models import Person, utcnow
+from gateway.store.models import Person, StoreInfo, utcnow
 from memory.embed import from_blob, to_blob
 from memory.lexical import LexicalIndex
 from memory.models import MemoryItem, MemoryTrace
@@ -254,6 +254,35 @@ async def get_items(store: Store, ids: Iterable[int]) -> list[MemoryItem]:
         return list(
             (await session.scalars(select(MemoryItem).where(MemoryItem.id.in_(list(ids))))).all()
         )
+
+
+async def long_episodes(store: Store, max_chars: int, after: int, limit: int) -> list[MemoryItem]:
+    """Active episodes longer than ``max_chars``, by id after ``after``."""
+    async with store.reader() as session:
+        rows = await session.scalars(
+            select(MemoryItem)
+            .where(
+                MemoryItem.type == ItemType.EPISODE,
+                MemoryItem.status == ItemStatus.ACTIVE,
+                MemoryItem.id > after,
+                func.length(MemoryItem.content) > max_chars,
+            )
+            .order_by(MemoryItem.id)
+            .limit(limit)
+        )
+        return list(rows.all())
+
+
+async def store_fact(store: Store, key: str) -> str | None:
+    """A fact about the database (``store_info``), None when not recorded."""
+    async with store.reader() as session:
+        found = await session.get(StoreInfo, key)
+        return None if found is None else found.value
+
+
+async def set_store_fact(store: Store, key: str, value: str) -> None:
+    async with store.session() as session:
+        await session.merge(StoreInfo(key=key, value=value))
 
 
 _TERM = re.compile(r"[a-z0-9]+")

@@ -36,6 +36,7 @@ from memory.index import IndexParams, PersonIndex
 from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable
 from memory.models import MemoryItem, MemoryTrace
 from memory.pack import Candidate, MemoryView, PackResult, PackSettings, search_text, select
+from memory.passages import passages
 from memory.repo import NewItem, Reinforcement
 from memory.salience import salience
 from memory.score import ScoreWeights
@@ -49,6 +50,8 @@ ANCHOR_SPAN = timedelta(days=30)
 REMEMBER_PRIORITY = 0.8
 # Items between progress lines while a start embeds a store anew (a new model).
 BACKFILL_REPORT = 10_000
+# store_info's key for the passage length the store's episodes were last cut to.
+EPISODES_CUT_AT = "episodes_cut_at_chars"
 
 
 @dataclass(frozen=True)
@@ -250,6 +253,7 @@ class MemoryService:
                 log.warning("memory: %s; recall runs on full text only", exc)
         service = cls(store, memory, config.data_dir / "memory-index", embedder, zone=config.zone)
         await service.backfill()
+        await service.cut_long_episodes()
         return service
 
     @property
@@ -502,15 +506,26 @@ class MemoryService:
         return ids
 
     async def ingest(self, episodes: Sequence[Episode]) -> list[int]:
-        """Every message becomes an episode item, with the dates it refers to."""
+        """Every message becomes an episode item, with the dates it refers to; a long
+        one becomes one item per passage (``memory.passage_chars``), in order. The ids
+        of the items stored, in order."""
         items = []
         for e in episodes:
-            window = resolve_window(e.text, local(e.at, self.zone))
+            items.extend(self._passage_items(e))
+            if e.speaker and e.person_id in self._speakers:
+                self._speakers[e.person_id].add(e.speaker.split()[0])
+        return await self.add_items(items)
+
+    def _passage_items(self, e: Episode) -> list[NewItem]:
+        """The episode items of one message: itself, or its passages."""
+        items = []
+        for text in passages(e.text, self.config.passage_chars):
+            window = resolve_window(text, local(e.at, self.zone))
             items.append(
                 NewItem(
                     person_id=e.person_id,
                     type=ItemType.EPISODE,
-                    content=e.text,
+                    content=text,
                     occurred_at=e.at,
                     speaker=e.speaker,
                     role=e.role,
@@ -522,12 +537,10 @@ class MemoryService:
                     refers_start=window.start if window else None,
                     refers_end=window.end if window else None,
                     status=e.status,
-                    priority=salience(e.text) if self.config.episode_salience else 0.0,
+                    priority=salience(text) if self.config.episode_salience else 0.0,
                 )
             )
-            if e.speaker and e.person_id in self._speakers:
-                self._speakers[e.person_id].add(e.speaker.split()[0])
-        return await self.add_items(items)
+        return items
 
     async def speakers(self, person_id: int) -> set[str]:
         """The first names of who speaks in the person's conversations (loaded once)."""
@@ -567,6 +580,46 @@ class MemoryService:
         if done:
             log.info("memory: embedded %d items that had no vector of %s", done, model)
         return done
+
+    async def cut_long_episodes(self, batch: int = 100) -> int:
+        """Episodes stored whole and longer than a passage (before passages existed, or
+        before ``memory.passage_chars`` was lowered) become their passages, as a new
+        message would; the whole one is superseded by the first, kept for the record.
+        The store remembers the length it was cut to, so a start with the same or a
+        longer one reads nothing. The number of episodes cut."""
+        limit = self.config.passage_chars
+        known = await repo.store_fact(self.store, EPISODES_CUT_AT)
+        if known is not None and known.isdigit() and int(known) <= limit:
+            return 0
+        cut, after = 0, 0
+        while rows := await repo.long_episodes(self.store, limit, after, batch):
+            for whole in rows:
+                await self._cut(whole)
+            after = rows[-1].id
+            cut += len(rows)
+        await repo.set_store_fact(self.store, EPISODES_CUT_AT, str(limit))
+        if cut:
+            log.info("memory: %d long episodes kept as passages of %d characters", cut, limit)
+        return cut
+
+    async def _cut(self, whole: MemoryItem) -> None:
+        said = Episode(
+            person_id=whole.person_id,
+            text=whole.content,
+            at=whole.occurred_at,
+            role=whole.role,
+            speaker=whole.speaker,
+            conversation_id=whole.conversation_id,
+            message_id=whole.source_message_ids[0] if whole.source_message_ids else None,
+            channel=whole.channel,
+            source_ref=whole.source_ref,
+        )
+        parts = self._passage_items(said)
+        ids = await self.add_items(parts)
+        await repo.set_status(
+            self.store, [whole.id], ItemStatus.SUPERSEDED, datetime.now(UTC), superseded_by=ids[0]
+        )
+        await self.unrecall(whole.person_id, [whole.id])
 
     async def vector_of(self, item: MemoryItem) -> NDArray[np.float32] | None:
         """The item's vector of this model: the stored one, else embedded now and stored."""

@@ -206,6 +206,143 @@ async def test_items_stored_without_an_embedder_are_embedded_at_the_next_start(
     await started.aclose()
 
 
+# An answer longer than the whole pack's budget (1,000 tokens, ~4,000 characters).
+LONG_REPLY = "\n\n".join(
+    [
+        "Here is a week in Portugal that keeps the travelling light and leaves room to "
+        "rest, with one base in Lisbon and two day trips by train. " * 4,
+        "Day one is for arriving: take the metro from the airport to Baixa-Chiado, leave "
+        "the bags, and walk up to the castle for the view over the river at sunset. " * 4,
+        "For custard tarts, go to the old bakery in Belem beside the monastery: the queue "
+        "looks long but moves fast, and the tarts come out of the oven warm. " * 4,
+        "Sintra is forty minutes by train from Rossio station; Pena Palace is the famous "
+        "one, but the gardens of Quinta da Regaleira are what people remember. " * 4,
+        "For the budget, count about sixty euros a day for food and transport, more if you "
+        "eat in the restaurants along the river rather than in the side streets. " * 4,
+        "Pack comfortable shoes for the hills and the cobbles, a light jacket for the "
+        "wind in the evening, and a power adapter for the European sockets. " * 4,
+        "On the last day, take the train to Cascais for the beach and come back along "
+        "the coast in time for a farewell dinner with fado in Alfama. " * 4,
+    ]
+)
+
+
+async def test_a_long_reply_is_kept_as_passages_and_packed_in_part(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    assert len(LONG_REPLY) > 4 * memory_config.memory.budget_tokens
+    service = service_for(store, memory_config, embedder)
+    ids = await service.ingest(
+        [
+            Episode(
+                address.person_id,
+                "Can you plan my week in Portugal?",
+                T0,
+                "user",
+                "Sam",
+                address.conversation_id,
+                source_ref="m1",
+            ),
+            Episode(
+                address.person_id,
+                LONG_REPLY,
+                T0 + timedelta(minutes=1),
+                "assistant",
+                "Ada",
+                address.conversation_id,
+                message_id=2,
+                source_ref="m2",
+            ),
+        ]
+    )
+    items = await repo.get_items(store, ids)
+    parts = items[1:]
+    assert len(parts) >= 7
+    assert all(p.source_ref == "m2" and p.source_message_ids == [2] for p in parts)
+    assert all(len(p.content) <= memory_config.memory.passage_chars for p in parts)
+    # Nothing lost or reordered: the passages are the reply, cut at its boundaries.
+    assert " ".join(p.content for p in parts).split() == LONG_REPLY.split()
+
+    pack = await service.build_pack(
+        PackRequest(
+            address.person_id,
+            "Where did you say I should buy custard tarts?",
+            T0 + timedelta(days=2),
+        )
+    )
+    (tarts,) = [p for p in parts if "custard tarts" in p.content]
+    assert tarts.id in pack.kept
+    assert f"#m2 Ada: {tarts.content}" in pack.text
+    assert pack.tokens <= memory_config.memory.budget_tokens
+    await service.aclose()
+
+
+async def test_long_episodes_stored_whole_before_are_cut_at_the_next_start(
+    store: Store, address: Address, tmp_path: Path, embedder: SentenceEmbedder
+) -> None:
+    # An older gateway, or a longer memory.passage_chars, stored the reply whole.
+    whole_config = make_config(tmp_path, memory={"embedder": "minilm", "passage_chars": 10_000})
+    older = await MemoryService.start(store, whole_config, embedder=embedder)
+    (whole_id,) = await older.ingest(
+        [
+            Episode(
+                address.person_id,
+                LONG_REPLY,
+                T0,
+                "assistant",
+                "Ada",
+                address.conversation_id,
+                message_id=2,
+                source_ref="m2",
+            )
+        ]
+    )
+    await older.aclose()
+
+    config = make_config(tmp_path, memory={"embedder": "minilm"})
+    started = await MemoryService.start(store, config, embedder=embedder)
+    (whole,) = await repo.get_items(store, [whole_id])
+    assert whole.status is ItemStatus.SUPERSEDED  # kept for the record
+    async with store.reader() as session:
+        parts = list(
+            (
+                await session.scalars(
+                    select(MemoryItem)
+                    .where(MemoryItem.status == ItemStatus.ACTIVE)
+                    .order_by(MemoryItem.id)
+                )
+            ).all()
+        )
+    assert whole.superseded_by_id == parts[0].id
+    assert len(parts) >= 7
+    assert all(p.source_ref == "m2" and len(p.content) <= 600 for p in parts)
+    assert " ".join(p.content for p in parts).split() == LONG_REPLY.split()
+    pack = await started.build_pack(
+        PackRequest(
+            address.person_id, "Which bakery has the custard tarts?", T0 + timedelta(days=1)
+        )
+    )
+    index = await started.index(address.person_id)
+    assert index is not None
+    assert index.count == len(parts)  # the whole one left the index
+    (tarts,) = [p for p in parts if "custard tarts" in p.content]
+    assert tarts.id in pack.kept
+    assert whole_id not in {c["id"] for c in pack.result.trace}
+    await started.aclose()
+
+    # Cut once: the next start with the same length has nothing to do ...
+    again = await MemoryService.start(store, config, embedder=embedder)
+    assert await again.cut_long_episodes() == 0
+    await again.aclose()
+    # ... and a shorter one cuts the passages again.
+    shorter = make_config(tmp_path, memory={"embedder": "minilm", "passage_chars": 300})
+    cut_again = await MemoryService.start(store, shorter, embedder=embedder)
+    active = await repo.indexable_ids(store, address.person_id)
+    assert len(active) > len(parts)
+    assert all(len(i.content) <= 300 for i in await repo.get_items(store, active))
+    await cut_again.aclose()
+
+
 class NarrowEmbedder:
     """Another model, as the store sees one: MiniLM's vectors projected to 64 dimensions."""
 

@@ -19,6 +19,7 @@ from memory.pack import (
     render_line,
     select,
 )
+from memory.passages import passages
 from memory.sanitize import MARKER, Sanitized, apply_rules, sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
 from memory.types import PINNED_RETENTION_FLOOR, ItemType, Tier, effective_priority
@@ -427,3 +428,22 @@ def test_pack_settings_defaults_are_the_configs() -> None:
         "time_boost",
     ):
         assert getattr(bare, knob) == getattr(configured, knob), knob
+
+
+def test_a_long_message_is_cut_into_even_passages_at_its_boundaries() -> None:
+    short = "  A short message keeps its own spacing.\n"
+    assert passages(short, 600) == [short]
+    paragraphs = [f"Paragraph {n}. " + "Some words about it. " * 12 for n in range(5)]
+    text = "\n\n".join(p.strip() for p in paragraphs)
+    cut = passages(text, 600)
+    assert all(len(p) <= 600 for p in cut)
+    # Whole paragraphs where they fit: every passage starts one.
+    assert all(p.startswith("Paragraph") for p in cut)
+    assert " ".join(cut).split() == text.split()
+    # A run of words with no other boundary: even shares, no short tail.
+    words = "word " * 400
+    lengths = [len(p) for p in passages(words, 600)]
+    assert max(lengths) <= 600
+    assert max(lengths) - min(lengths) <= 10
+    # One "word" longer than a passage (a pasted blob) is cut, not kept whole.
+    assert [len(p) for p in passages("x" * 1300, 600)] == [600, 600, 100]
