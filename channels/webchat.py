@@ -34,9 +34,11 @@ retry; none of them for a frame that could not be read at all.
 
 The page is identified by ``?session=<id>`` (a random id the page keeps in
 localStorage); on reconnect it passes ``&after=<message id>`` and gets only
-the messages after it. ``history.in_flight`` is the reply being streamed right
-now: deltas that reach the page before ``history`` are already part of its
-text. Bad frames get an ``error`` frame; the socket stays open.
+the messages after it. ``&tz=<IANA zone>`` is the browser's time zone, kept as
+the person's (gateway/zones.py); a name that is not a zone is ignored.
+``history.in_flight`` is the reply being streamed right now: deltas that reach
+the page before ``history`` are already part of its text. Bad frames get an
+``error`` frame; the socket stays open.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
 from gateway.router import Router
 from gateway.store.repo import Address, HistoryEntry, StoredInbound, conversation_history
+from gateway.zones import PersonZones
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +231,11 @@ class WebchatChannel:
         agent_name: str,
         brain_name: str,
         link_codes: LinkCodes | None = None,
+        zones: PersonZones | None = None,
     ) -> None:
         self.router = router
+        # Where a page's reported zone (``?tz=``) is kept for its person.
+        self.zones = zones
         self.hub = hub
         self.limits = limits
         self.agent_name = agent_name
@@ -262,6 +268,11 @@ class WebchatChannel:
         self._sockets.add(ws)
         try:
             address = await self.router.address(CHANNEL, session)
+            reported = request.query.get("tz", "")
+            if reported and self.zones is not None:
+                # The browser's own zone: "yesterday" is the person's yesterday even
+                # when the gateway runs on a server in UTC. Not a zone: ignored.
+                await self.zones.report(address.person_id, reported[:64])
             await self._serve(ws, address, after)
         except AgentGWError as exc:
             log.warning("webchat connection ended: %s", exc)

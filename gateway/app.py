@@ -30,6 +30,7 @@ from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
+from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService
 from memory.sink import MemorySink
@@ -75,18 +76,23 @@ STOP_ON_LOST_DATABASE: web.AppKey[Callable[[DatabaseInUse], None]] = web.AppKey(
 )
 
 
-def build_stages(config: Config, memory_pack: MemoryPackStage | None = None) -> list[ContextStage]:
+def build_stages(
+    config: Config,
+    memory_pack: MemoryPackStage | None = None,
+    zones: PersonZones | None = None,
+) -> list[ContextStage]:
     persona = load_persona(config.agent.persona_file, config.agent.name)
+    clock = ClockStage(config.zone, zones)
     if memory_pack is None:
         return [
             PersonaStage(persona),
-            ClockStage(config.zone),
+            clock,
             RecentHistoryStage(config.context.history_tokens),
         ]
     # The pack recalls older messages; only the last exchanges stay verbatim.
     return [
         PersonaStage(persona),
-        ClockStage(config.zone),
+        clock,
         memory_pack,
         RecentHistoryStage(memory_pack.history_tokens),
     ]
@@ -134,6 +140,8 @@ def create_app(
             await apply_config_links(store, config.links.people)
             links = LinkCodes(store, config.links)
             hub = ConversationHub()
+            # Each person's time zone: their own once a page reported it, else agent.timezone.
+            zones = PersonZones(store, config.zone)
             persona_text = await asyncio.to_thread(
                 load_persona, config.agent.persona_file, config.agent.name
             )
@@ -141,7 +149,7 @@ def create_app(
             memory_after: list[MemoryIngestStage] = []
             if config.memory.enabled:
                 # The embedding model loads once, in a worker thread.
-                memory = await MemoryService.start(store, config, embedder=embedder)
+                memory = await MemoryService.start(store, config, embedder=embedder, zones=zones)
                 memory_pack = MemoryPackStage(
                     memory, config.memory.history_tokens, agent_name=config.agent.name
                 )
@@ -157,6 +165,7 @@ def create_app(
                 supervisor,
                 persona_text=persona_text,
                 sink=MemorySink(memory) if memory is not None else None,
+                zones=zones,
                 # The local judge compares replies with the exemplars in the same vectors.
                 embedder=memory.embedder if memory is not None else None,
             )
@@ -164,7 +173,7 @@ def create_app(
                 store,
                 the_brain,
                 [
-                    *build_stages(config, memory_pack),
+                    *build_stages(config, memory_pack, zones),
                     *(persona_loop.context_stages if config.persona.enabled else []),
                 ],
                 hub,
@@ -196,6 +205,7 @@ def create_app(
                 agent_name=config.agent.name,
                 brain_name=the_brain.name,
                 link_codes=links,
+                zones=zones,
             )
             if config.voice.enabled:
                 voice = VoiceService.from_config(config)

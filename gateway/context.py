@@ -11,6 +11,7 @@ from gateway.brains.base import BlockKind, ChatMessage
 from gateway.clock import local, zone_label
 from gateway.prompt import PromptDraft, TurnContext
 from gateway.tokens import estimate_tokens
+from gateway.zones import PersonZones
 
 
 def load_persona(path: str, agent_name: str) -> str:
@@ -42,14 +43,17 @@ class ClockStage:
     after the cached prefix, as it changes each turn."""
 
     zone: tzinfo = UTC
+    # Each person's own zone, when known (else ``zone``).
+    zones: PersonZones | None = None
 
     @property
     def name(self) -> str:
         return "clock"
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        at = local(turn.received_at, self.zone)
-        when = f"{at:%A %d %B %Y, %H:%M} ({zone_label(self.zone, at)})"
+        zone = await self.zones.of(turn.person_id) if self.zones is not None else self.zone
+        at = local(turn.received_at, zone)
+        when = f"{at:%A %d %B %Y, %H:%M} ({zone_label(zone, at)})"
         draft.add(BlockKind.GUIDANCE, f"The person's message arrived on {when} via {turn.channel}.")
 
 

@@ -27,6 +27,7 @@ from gateway.config import Config, MemoryConfig
 from gateway.errors import StoreError
 from gateway.heap import freeze_long_lived
 from gateway.store import Store
+from gateway.zones import PersonZones
 from memory import repo
 from memory.decay import DecayPolicy, content_words, overlap
 from memory.embed import Embedder, EmbedQueue, SentenceEmbedder, from_blob
@@ -208,16 +209,17 @@ class MemoryService:
         embedder: Embedder | None,
         *,
         zone: tzinfo = UTC,
+        zones: PersonZones | None = None,
     ) -> None:
         single_threaded_blas()
         self.store = store
         self.config = config
         self.index_dir = index_dir
         self.embedder = embedder
-        # The people's time zone (``agent.timezone``): the days that words like
-        # "yesterday" name, and the days of the pack's lines.
-        self.zone = zone
-        self.settings = replace(pack_settings(config), zone=zone)
+        # Each person's time zone (their own, else ``agent.timezone``): the days that
+        # words like "yesterday" name, and the days of the pack's lines.
+        self.zones = zones if zones is not None else PersonZones(None, zone)
+        self.settings = pack_settings(config)
         self.decay = decay_policy(config)
         self._indexes: dict[int, PersonIndex] = {}
         self._opening: dict[int, asyncio.Lock] = {}
@@ -242,7 +244,12 @@ class MemoryService:
 
     @classmethod
     async def start(
-        cls, store: Store, config: Config, *, embedder: Embedder | None = None
+        cls,
+        store: Store,
+        config: Config,
+        *,
+        embedder: Embedder | None = None,
+        zones: PersonZones | None = None,
     ) -> MemoryService:
         """The service for ``config``; loads the embedder in a worker thread unless given."""
         memory = config.memory
@@ -251,7 +258,13 @@ class MemoryService:
                 embedder = await asyncio.to_thread(load_embedder, memory)
             except EmbeddingUnavailable as exc:
                 log.warning("memory: %s; recall runs on full text only", exc)
-        service = cls(store, memory, config.data_dir / "memory-index", embedder, zone=config.zone)
+        service = cls(
+            store,
+            memory,
+            config.data_dir / "memory-index",
+            embedder,
+            zones=zones if zones is not None else PersonZones(store, config.zone),
+        )
         await service.backfill()
         await service.cut_long_episodes()
         return service
@@ -511,16 +524,16 @@ class MemoryService:
         of the items stored, in order."""
         items = []
         for e in episodes:
-            items.extend(self._passage_items(e))
+            items.extend(self._passage_items(e, await self.zones.of(e.person_id)))
             if e.speaker and e.person_id in self._speakers:
                 self._speakers[e.person_id].add(e.speaker.split()[0])
         return await self.add_items(items)
 
-    def _passage_items(self, e: Episode) -> list[NewItem]:
+    def _passage_items(self, e: Episode, zone: tzinfo) -> list[NewItem]:
         """The episode items of one message: itself, or its passages."""
         items = []
         for text in passages(e.text, self.config.passage_chars):
-            window = resolve_window(text, local(e.at, self.zone))
+            window = resolve_window(text, local(e.at, zone))
             items.append(
                 NewItem(
                     person_id=e.person_id,
@@ -614,7 +627,7 @@ class MemoryService:
             channel=whole.channel,
             source_ref=whole.source_ref,
         )
-        parts = self._passage_items(said)
+        parts = self._passage_items(said, await self.zones.of(whole.person_id))
         ids = await self.add_items(parts)
         await repo.set_status(
             self.store, [whole.id], ItemStatus.SUPERSEDED, datetime.now(UTC), superseded_by=ids[0]
@@ -655,7 +668,7 @@ class MemoryService:
         from memory.commands import classify
 
         kind = item_type or classify(text)
-        window = resolve_window(text, local(at, self.zone))
+        window = resolve_window(text, local(at, await self.zones.of(person_id)))
         (item_id,) = await self.add_items(
             [
                 NewItem(
@@ -768,7 +781,8 @@ class MemoryService:
         """Candidates, score, MMR, quotas and budget, render; the trace stored with the turn."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        window = resolve_window(request.text, local(request.at, self.zone))
+        zone = await self.zones.of(request.person_id)
+        window = resolve_window(request.text, local(request.at, zone))
         searched = request.text
         if self.config.strip_speaker_names:
             searched = search_text(request.text, await self.speakers(request.person_id))
@@ -780,14 +794,16 @@ class MemoryService:
         # and the store's searches, and the reading of what they found (a reader thread).
         (query, ann), found_sources = await asyncio.gather(
             self._query_and_ann(searched, index, started, timings),
-            repo.pack_sources(self.store, self._source_query(request, searched, window), lexical),
+            repo.pack_sources(
+                self.store, self._source_query(request, searched, window, zone), lexical
+            ),
         )
         if not found_sources.lexical_first:
             self._lexical_joined.add(request.person_id)
         if window is None:
-            window = await self._anchor_window(request)
+            window = await self._anchor_window(request, zone)
             if window is not None:
-                start, end = _day_bounds(window, self.zone)
+                start, end = _day_bounds(window, zone)
                 found_sources = replace(
                     found_sources,
                     window=await repo.window_ids(
@@ -824,7 +840,7 @@ class MemoryService:
             timings["candidates_ms"] = (time.perf_counter() - started) * 1000
             return select(
                 list(candidates.values()),
-                self.settings,
+                replace(self.settings, zone=zone),
                 query=request.text,
                 now=request.at,
                 window=window,
@@ -933,11 +949,11 @@ class MemoryService:
             await asyncio.gather(*pending)
 
     def _source_query(
-        self, request: PackRequest, searched: str, window: TimeWindow | None
+        self, request: PackRequest, searched: str, window: TimeWindow | None, zone: tzinfo
     ) -> repo.SourceQuery:
         bounds = None
         if window is not None:
-            start, end = _day_bounds(window, self.zone)
+            start, end = _day_bounds(window, zone)
             bounds = (start, end, window.start, window.end)
         return repo.SourceQuery(
             person_id=request.person_id,
@@ -978,7 +994,7 @@ class MemoryService:
         dense = None if vector is None or query is None else float(vector @ query)
         return Candidate(view, vector, set(sources), dense, lexical.get(view.id, 0.0))
 
-    async def _anchor_window(self, request: PackRequest) -> TimeWindow | None:
+    async def _anchor_window(self, request: PackRequest, zone: tzinfo) -> TimeWindow | None:
         """ "before the trip": a window on one side of when the trip was talked about."""
         anchor = find_anchor(request.text)
         if anchor is None:
@@ -989,7 +1005,7 @@ class MemoryService:
         found = await repo.fetch(self.store, [hits[0][0]])
         if not found:
             return None
-        when = local_day(found[hits[0][0]][0].occurred_at, self.zone)
+        when = local_day(found[hits[0][0]][0].occurred_at, zone)
         if anchor.relation == "before":
             return TimeWindow(when - ANCHOR_SPAN, when, anchor.phrase)
         return TimeWindow(when, when + ANCHOR_SPAN, anchor.phrase)

@@ -27,6 +27,7 @@ from gateway.errors import BrainError
 from gateway.store import Store
 from gateway.store.models import Message, MessageRole, Person, utcnow
 from gateway.tokens import estimate_tokens
+from gateway.zones import PersonZones
 from memory.observe import (
     Category,
     KnownObservation,
@@ -136,12 +137,16 @@ class ObservationLog:
     """The observations table, the observer's cursor and its run records."""
 
     def __init__(
-        self, store: Store, sink: ObservationSink | None = None, *, zone: tzinfo = UTC
+        self,
+        store: Store,
+        sink: ObservationSink | None = None,
+        *,
+        zones: PersonZones | None = None,
     ) -> None:
         self.store = store
         self.sink = sink
-        # The people's zone: the days and times the block shows.
-        self.zone = zone
+        # Each person's zone: the days and times their block shows.
+        self.zones = zones if zones is not None else PersonZones(None, UTC)
 
     async def cursor(self, conversation_id: int) -> int:
         async with self.store.reader() as session:
@@ -244,7 +249,9 @@ class ObservationLog:
 
     async def block(self, person_id: int, budget_tokens: int) -> str:
         return render_block(
-            [s.observation for s in await self.active(person_id)], budget_tokens, self.zone
+            [s.observation for s in await self.active(person_id)],
+            budget_tokens,
+            await self.zones.of(person_id),
         )
 
     async def apply(self, person_id: int, reflection: Reflection) -> dict[str, int]:
@@ -360,12 +367,12 @@ class ObservePass:
         agent_name: str,
         instructions: Callable[[], frozenset[str]],
         usd_per_mtok: tuple[float, float] = (1.0, 5.0),
-        zone: tzinfo = UTC,
+        zones: PersonZones | None = None,
     ) -> None:
         self.store = store
         self.log = log_
-        # Messages are read on the people's clock: "tomorrow" is their tomorrow.
-        self.zone = zone
+        # Messages are read on the person's clock: "tomorrow" is their tomorrow.
+        self.zones = zones if zones is not None else PersonZones(None, UTC)
         self.observer = observer
         self.reflector = reflector
         self.book = book
@@ -406,13 +413,14 @@ class ObservePass:
     ) -> PassResult:
         start = time.perf_counter()
         person_name = await self._speaker(person_id)
+        zone = await self.zones.of(person_id)
         sources = [
             SourceMessage(
                 m.id,
                 "user" if m.role is MessageRole.USER else "assistant",
                 person_name if m.role is MessageRole.USER else self.agent_name,
                 m.text,
-                local(m.created_at, self.zone),
+                local(m.created_at, zone),
             )
             for m in messages
         ]

@@ -44,6 +44,7 @@ from gateway.store import Store
 from gateway.store.models import Turn, utcnow
 from gateway.supervisor import TaskSupervisor
 from gateway.tokens import estimate_tokens
+from gateway.zones import PersonZones
 from memory.observe import (
     ObservationSink,
     Observer,
@@ -527,6 +528,7 @@ def build_persona_loop(
     embedder: TextEmbedder | None = None,
     sink: ObservationSink | None = None,
     judge: Judge | None = None,
+    zones: PersonZones | None = None,
 ) -> PersonaLoop:
     """Everything of the persona loop; ``judge`` replaces the configured one (tests, benches)."""
     persona = config.persona
@@ -538,7 +540,8 @@ def build_persona_loop(
     )
     exemplars = load_exemplars(persona.exemplars_file)
     book = PersonaBook(store, initial_state(exemplars, policy))
-    log_ = ObservationLog(store, sink, zone=config.zone)
+    zones = zones if zones is not None else PersonZones(store, config.zone)
+    log_ = ObservationLog(store, sink, zones=zones)
     sync_policy = SyncPolicy.from_config(persona)
     the_judge = judge if judge is not None else choose_judge(config, brain, embedder, sync_policy)
     planner = PlannerSettings.from_config(persona)
@@ -560,7 +563,7 @@ def build_persona_loop(
         agent_name=config.agent.name,
         instructions=instructions,
         usd_per_mtok=(persona.utility_input_usd_per_mtok, persona.utility_output_usd_per_mtok),
-        zone=config.zone,
+        zones=zones,
     )
     return PersonaLoop(
         store=store,

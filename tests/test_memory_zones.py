@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from pathlib import Path
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import pytest
+from sqlalchemy import select
 
 from gateway.brains.base import BlockKind
 from gateway.brains.scripted import ScriptedBrain
@@ -21,10 +23,12 @@ from gateway.context import ClockStage
 from gateway.errors import ConfigError
 from gateway.prompt import PromptDraft, TurnContext
 from gateway.store import Store
+from gateway.store.models import Person
 from gateway.store.repo import resolve_address
 from memory import repo
+from memory.models import MemoryItem
 from memory.service import Episode, MemoryService, PackRequest
-from tests.conftest import RunningGateway, make_config
+from tests.conftest import RunningGateway, make_config, start_gateway
 from tests.panel_support import chat
 
 LOS_ANGELES = "America/Los_Angeles"
@@ -137,3 +141,38 @@ async def test_the_panel_and_the_prompt_show_the_persons_time(
     assert "Asia/Tokyo" in page
     assert f"{received:%Y-%m-%d %H:%M}" in page
     assert turn["received_at"][:16].replace("T", " ") not in page  # not UTC's time
+
+
+async def test_a_webchat_page_reports_its_zone_for_its_person(tmp_path: Path) -> None:
+    # The gateway runs in UTC (a server); the person's browser is in Los Angeles.
+    config = make_config(tmp_path, memory={"embedder": "none"})
+    brain = ScriptedBrain()
+    server, session = await start_gateway(config, brain)
+    running = RunningGateway(server, session)
+    try:
+        ws = await session.ws_connect(running.url("/ws?session=zone-page-1&tz=Mars%2FBase"))
+        await ws.close()
+        store = running.gateway.store
+        async with store.reader() as reader:
+            person = await reader.scalar(select(Person))
+        assert person is not None
+        assert person.timezone == ""  # not a zone: ignored, and the page still connects
+
+        url = running.url(f"/ws?session=zone-page-1&tz={quote(LOS_ANGELES, safe='')}")
+        ws = await session.ws_connect(url)
+        await ws.close()
+        async with store.reader() as reader:
+            assert await reader.scalar(select(Person.timezone)) == LOS_ANGELES
+        await chat(running, ["I went hiking near Malibu today."], session="zone-page-1")
+        clock = [b.text for b in brain.requests[-1].system if "message arrived on" in b.text]
+        assert "(America/Los_Angeles, UTC-0" in clock[0]
+        # The day the hike is remembered for is the person's.
+        async with store.reader() as reader:
+            hike = await reader.scalar(
+                select(MemoryItem).where(MemoryItem.content.contains("hiking"))
+            )
+        assert hike is not None
+        assert hike.refers_start == hike.occurred_at.astimezone(ZoneInfo(LOS_ANGELES)).date()
+    finally:
+        await session.close()
+        await server.close()

@@ -16,6 +16,7 @@ from gateway.config import ObserveConfig
 from gateway.context import load_persona
 from gateway.store import Store
 from gateway.store.repo import finish_turn, resolve_address, store_inbound
+from gateway.zones import PersonZones
 from memory.observe import (
     Category,
     KnownObservation,
@@ -340,8 +341,8 @@ async def test_observations_are_read_and_shown_on_the_persons_clock(store: Store
         store, address, "I have a dentist appointment tomorrow morning.", said_at, None
     )
     await finish_turn(store, inbound, "Good luck at the dentist.", {})
-    zone = ZoneInfo("America/Los_Angeles")
-    log = ObservationLog(store, zone=zone)
+    zones = PersonZones(None, ZoneInfo("America/Los_Angeles"))
+    log = ObservationLog(store, zones=zones)
     observe = ObservePass(
         store,
         log,
@@ -352,7 +353,7 @@ async def test_observations_are_read_and_shown_on_the_persons_clock(store: Store
         MergePolicy(),
         agent_name="Ada",
         instructions=lambda: INSTRUCTIONS,
-        zone=zone,
+        zones=zones,
     )
     assert await observe.run(address.conversation_id, address.person_id, force=True)
     (dentist,) = [

@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 from playwright.async_api import Browser, Page, expect
+from sqlalchemy import select
 
 from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.offline import OfflineBrain
 from gateway.config import Config
 from gateway.errors import BrainOverloaded
 from gateway.store import Store
+from gateway.store.models import Person
 from gateway.store.repo import Address, StoredInbound, conversation_history, store_inbound
 from tests.conftest import RunningGateway, make_config, requires_chromium, screenshot, start_gateway
 from tests.test_webchat_protocol import HeldBrain
@@ -448,3 +450,23 @@ async def test_rate_limited_message_is_held_with_its_code(tmp_path: Path, browse
         await context.close()
         await session.close()
         await server.close()
+
+
+async def test_the_page_tells_the_gateway_its_time_zone(
+    running: RunningGateway, browser: Browser
+) -> None:
+    # The gateway's own zone is UTC (tests pin it); the browser is in Tokyo.
+    context = await browser.new_context(
+        viewport={"width": 420, "height": 760}, timezone_id="Asia/Tokyo"
+    )
+    try:
+        page = await context.new_page()
+        await open_chat(page, running)
+        await page.get_by_label("Message to Ada").fill("what time is it for me?")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#log li.assistant:not(.streaming)")).to_have_count(1)
+        async with running.gateway.store.reader() as session:
+            zones = (await session.scalars(select(Person.timezone))).all()
+        assert zones == ["Asia/Tokyo"]
+    finally:
+        await context.close()

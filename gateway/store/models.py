@@ -122,6 +122,8 @@ class Person(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     display_name: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Their own IANA zone (a webchat page reports its browser's); empty: agent.timezone.
+    timezone: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
     identities: Mapped[list[Identity]] = relationship(back_populates="person")
 

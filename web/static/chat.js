@@ -95,6 +95,14 @@
     return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
   }
 
+  function browserZone() {
+    try {
+      return Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    } catch (err) {
+      return "";
+    }
+  }
+
   function loadSession() {
     let id = storage.getItem("agentgw.session");
     if (!id || !/^[A-Za-z0-9_-]{8,100}$/.test(id)) {
@@ -355,7 +363,9 @@
     if (state.ws) return;
     state.connectAfter = afterId();
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const url = `${scheme}//${location.host}/ws?session=${session}&after=${state.connectAfter}`;
+    // The browser's time zone: "yesterday" in memory is the person's yesterday.
+    const url = `${scheme}//${location.host}/ws?session=${session}&after=${state.connectAfter}` +
+      `&tz=${encodeURIComponent(browserZone())}`;
     setConnection("connecting", state.attempts ? "Reconnecting…" : "Connecting…");
     let ws;
     try {
