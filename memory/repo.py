@@ -776,12 +776,6 @@ async def speaker_names(store: Store, person_id: int) -> list[str]:
         return sorted({name.split()[0] for name in rows.all() if name.strip()})
 
 
-async def people_with_items(store: Store) -> list[int]:
-    async with store.reader() as session:
-        rows = await session.scalars(select(MemoryItem.person_id).distinct())
-        return list(rows.all())
-
-
 async def existing_refs(store: Store, person_id: int, refs: Sequence[str]) -> set[str]:
     """Which of these source refs already have an item (a retried turn is not stored twice)."""
     if not refs:
