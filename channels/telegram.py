@@ -14,7 +14,7 @@ Inbound: private chats only (a conversation is one person). Strangers — ids
 not in ``telegram.allowed_user_ids`` — get one polite refusal, ever; only a
 counter is stored for them. Messages of one person are handled in arrival
 order; text and voice notes become turns of the person's Telegram
-conversation; commands: /start /help /link /remember /forget /persona.
+conversation; commands: /start /help /link /remember /forget /persona /timezone.
 
 Outbound: the channel subscribes to the hub for each conversation it
 serves. A typing indicator is repeated while a turn is open; replies go out
@@ -52,10 +52,12 @@ from channels.telegram_text import (
     HELP,
     LINK_HOWTO,
     REFUSAL,
+    TIMEZONE_HOWTO,
     RateWindow,
     greeting,
     parse_command,
     problem_text,
+    timezone_text,
     usage,
 )
 from gateway.config import Config
@@ -65,6 +67,7 @@ from gateway.linking import LinkCodes
 from gateway.router import Router
 from gateway.store.repo import Address, count_refusal
 from gateway.supervisor import TaskSupervisor
+from gateway.zones import PersonZones
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +139,11 @@ class TelegramChannel:
         agent_name: str,
         persona_summary: str,
         voice: VoiceNotes | None = None,
+        zones: PersonZones | None = None,
     ) -> None:
         self.settings = settings
+        # Telegram says nothing of zones: /timezone sets the person's.
+        self.zones = zones
         self.router = router
         self.hub = hub
         self.links = links
@@ -428,8 +434,27 @@ class TelegramChannel:
             await self._turn(message, user, f"{name} {args}")
         elif name == "link":
             await self._link(args, message, user)
+        elif name == "timezone":
+            await self._timezone(args, message, user)
         else:
             self.sender.post(chat_id, Outgoing(f"I don't know /{name}. /help lists what I can do."))
+
+    async def _timezone(self, args: str, message: Message, user: User) -> None:
+        if self.zones is None:
+            self.sender.post(message.chat_id, Outgoing("Time zones are not kept here."))
+            return
+        address = await self._address(user)
+        if not args:
+            zone = await self.zones.of(address.person_id)
+            name = getattr(zone, "key", None) or "UTC"
+            self.sender.post(message.chat_id, Outgoing(timezone_text(name)))
+            return
+        name = args.split(maxsplit=1)[0]
+        if await self.zones.report(address.person_id, name):
+            text = f'Got it: your time zone is {name}. "Yesterday" now means your yesterday.'
+        else:
+            text = f"{name} is not a time zone I know. {TIMEZONE_HOWTO}"
+        self.sender.post(message.chat_id, Outgoing(text))
 
     async def _link(self, args: str, message: Message, user: User) -> None:
         if not args:

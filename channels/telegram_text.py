@@ -60,6 +60,7 @@ HELP = (
     "/remember <something> — I'll keep it in mind.\n"
     "/forget <something> — I'll let it go.\n"
     "/link <code> — join this chat with the web chat (the code is shown there).\n"
+    "/timezone <zone> — your time zone, like Europe/Lisbon, so I know your days.\n"
     "/persona — who I am.\n"
     "/help — this list."
 )
@@ -94,6 +95,13 @@ def greeting(agent_name: str, first_name: str) -> str:
         "and I'll answer in text and voice. I remember what you tell me, here and in "
         f"the browser once you link them.\n\n{HELP}"
     )
+
+
+TIMEZONE_HOWTO = "Send its name, like this: /timezone Europe/Lisbon (or America/New_York)."
+
+
+def timezone_text(name: str) -> str:
+    return f"Your time zone here is {name}. To change it: /timezone Europe/Lisbon"
 
 
 def usage(command: str) -> str:

@@ -226,6 +226,7 @@ def create_app(
                     agent_name=config.agent.name,
                     persona_summary=persona_summary(persona),
                     voice=voice,
+                    zones=zones,
                 )
                 # Returns at once: connecting (and retrying) runs in the background.
                 await telegram.start()

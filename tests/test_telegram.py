@@ -220,6 +220,29 @@ async def test_commands(tg: RunningGateway, fake: FakeTelegram, brain: ScriptedB
     assert len(brain.requests) == 2
 
 
+async def test_timezone_sets_the_persons_zone(
+    tg: RunningGateway, fake: FakeTelegram, brain: ScriptedBrain
+) -> None:
+    async def ask(text: str) -> str:
+        before = len(fake.sent_texts(ALICE))
+        fake.push(fake.text_update(ALICE, text, first_name="Alice"))
+        await fake.wait_for(lambda: len(fake.sent_texts(ALICE)) > before, what=text)
+        return fake.sent_texts(ALICE)[before]
+
+    # The gateway's zone is UTC (tests pin it) until Alice says hers.
+    assert (await ask("/timezone")).startswith("Your time zone here is UTC.")
+    assert (await ask("/timezone Mars/Olympus")).startswith(
+        "Mars/Olympus is not a time zone I know."
+    )
+    assert (await ask("/timezone Asia/Tokyo")).startswith("Got it: your time zone is Asia/Tokyo.")
+    assert (await ask("/timezone")).startswith("Your time zone here is Asia/Tokyo.")
+    async with tg.gateway.store.reader() as session:
+        assert (await session.scalars(select(Person.timezone))).all() == ["Asia/Tokyo"]
+    await ask("good morning")
+    clock = [b.text for b in brain.requests[-1].system if "message arrived on" in b.text]
+    assert "(Asia/Tokyo, UTC+09:00)" in clock[0]
+
+
 async def test_stranger_is_refused_once_and_nothing_is_stored(
     tg: RunningGateway, fake: FakeTelegram, brain: ScriptedBrain
 ) -> None:
