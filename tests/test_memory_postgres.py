@@ -181,6 +181,23 @@ async def test_vectors_of_another_model_are_found_on_postgresql(
     await service.aclose()
 
 
+async def test_long_episodes_are_cut_on_postgresql(pg_store: Store, config: Config) -> None:
+    service, sam, _ = await sam_says(pg_store, config)
+    long_text = "\n\n".join(f"Part {n} of a long story about the garden. " * 12 for n in range(4))
+    (whole,) = await repo.insert_items(
+        pg_store,
+        [NewItem(sam.person_id, ItemType.EPISODE, long_text, T0, speaker="Sam", role="user")],
+    )
+    assert await service.cut_long_episodes() == 1
+    assert await service.cut_long_episodes() == 0  # store_info remembers the length
+    (old,) = await repo.get_items(pg_store, [whole])
+    assert old.status.value == "superseded"
+    parts = await repo.get_items(pg_store, range(whole + 1, whole + 10))
+    assert len(parts) >= 4
+    assert " ".join(p.content for p in parts).split() == long_text.split()
+    await service.aclose()
+
+
 async def test_ids_on_postgresql_are_never_given_again(pg_store: Store, config: Config) -> None:
     service, sam, ids = await sam_says(pg_store, config)
     await MemoryCurator(service).delete(ids[-1])
