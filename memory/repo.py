@@ -639,6 +639,22 @@ async def set_tiers(store: Store, tiers: dict[int, Tier]) -> None:
             )
 
 
+async def carry_use(store: Store, ids: Sequence[int], source: MemoryItem) -> None:
+    """``ids`` take ``source``'s use: strength, accesses, last access, pin and tier."""
+    async with store.session() as session:
+        await session.execute(
+            update(MemoryItem)
+            .where(MemoryItem.id.in_(list(ids)))
+            .values(
+                strength=source.strength,
+                access_count=source.access_count,
+                last_accessed_at=source.last_accessed_at,
+                pinned=source.pinned,
+                tier=source.tier,
+            )
+        )
+
+
 @dataclass(frozen=True)
 class Reinforcement:
     item_id: int

@@ -629,6 +629,10 @@ class MemoryService:
         )
         parts = self._passage_items(said, await self.zones.of(whole.person_id))
         ids = await self.add_items(parts)
+        # The passages are the message it was: as used, as pinned, as far decayed.
+        await repo.carry_use(self.store, ids, whole)
+        if whole.tier is Tier.ARCHIVED:
+            await self._unindex(whole.person_id, ids)
         await repo.set_status(
             self.store, [whole.id], ItemStatus.SUPERSEDED, datetime.now(UTC), superseded_by=ids[0]
         )

@@ -34,10 +34,10 @@ from gateway.store.datalock import ADVISORY_KEY, PostgresLock, claim_database
 from gateway.store.repo import Address, resolve_address, store_inbound
 from memory import repo
 from memory.curate import MemoryCurator
-from memory.models import MemoryTrace
+from memory.models import MemoryItem, MemoryTrace
 from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
-from memory.types import ItemType
+from memory.types import ItemType, Tier
 
 PG_BINARIES = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
 pytestmark = pytest.mark.skipif(not PG_BINARIES, reason="Debian postgresql is not installed")
@@ -188,6 +188,12 @@ async def test_long_episodes_are_cut_on_postgresql(pg_store: Store, config: Conf
         pg_store,
         [NewItem(sam.person_id, ItemType.EPISODE, long_text, T0, speaker="Sam", role="user")],
     )
+    used = T0 + timedelta(days=2)
+    async with pg_store.session() as session:
+        row = await session.get(MemoryItem, whole)
+        assert row is not None
+        row.strength, row.access_count, row.last_accessed_at = 1.5, 3, used
+        row.pinned, row.tier = True, Tier.WARM
     assert await service.cut_long_episodes() == 1
     assert await service.cut_long_episodes() == 0  # store_info remembers the length
     (old,) = await repo.get_items(pg_store, [whole])
@@ -195,6 +201,10 @@ async def test_long_episodes_are_cut_on_postgresql(pg_store: Store, config: Conf
     parts = await repo.get_items(pg_store, range(whole + 1, whole + 10))
     assert len(parts) >= 4
     assert " ".join(p.content for p in parts).split() == long_text.split()
+    # Each passage is the message as it was used, pinned and decayed.
+    assert {(p.strength, p.access_count, p.last_accessed_at, p.pinned, p.tier) for p in parts} == {
+        (1.5, 3, used, True, Tier.WARM)
+    }
     await service.aclose()
 
 
