@@ -66,6 +66,8 @@ class Gateway:
     persona: PersonaLoop | None = None
     # Memory items, the Memory Pack and its traces (issue 3); None when memory.enabled is false.
     memory: MemoryService | None = None
+    # Each person's time zone (gateway/zones.py).
+    zones: PersonZones | None = None
 
 
 GATEWAY = web.AppKey("gateway", Gateway)
@@ -244,6 +246,7 @@ def create_app(
                 telegram=telegram,
                 persona=persona_loop,
                 memory=memory,
+                zones=zones,
             )
             log.info("agentgw %s ready: brain=%s store=%s", __version__, the_brain.name, store.url)
             yield

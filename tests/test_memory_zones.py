@@ -173,6 +173,19 @@ async def test_a_webchat_page_reports_its_zone_for_its_person(tmp_path: Path) ->
             )
         assert hike is not None
         assert hike.refers_start == hike.occurred_at.astimezone(ZoneInfo(LOS_ANGELES)).date()
+        # The panel's pages about this person show their times in their zone.
+        said = hike.occurred_at.astimezone(ZoneInfo(LOS_ANGELES))
+        for path in (
+            f"/panel/conversations/{hike.conversation_id}",
+            f"/panel/memory/items/{hike.id}",
+        ):
+            async with session.get(running.url(path)) as response:
+                page = await response.text()
+            assert response.status == 200, path
+            assert f">{LOS_ANGELES}</span>" in page, path
+            assert f"{said:%Y-%m-%d %H:%M}" in page, path
+        async with session.get(running.url("/panel/memory")) as response:
+            assert ">UTC</span>" in await response.text()  # a page of everyone's: the gateway's
     finally:
         await session.close()
         await server.close()

@@ -12,7 +12,15 @@ from sqlalchemy import select
 from gateway.store.models import Conversation, Identity, Message, Turn
 from memory.models import MemoryTrace
 from persona.models import PersonaAction, SyncScoreRow
-from web.panel.render import gateway_of, iso, not_found, path_int, query_int, render
+from web.panel.render import (
+    gateway_of,
+    iso,
+    not_found,
+    path_int,
+    person_zone,
+    query_int,
+    render,
+)
 
 CHANNELS = ("webchat", "telegram")
 
@@ -162,7 +170,8 @@ async def conversation_messages(request: web.Request, conversation_id: int) -> d
 
 async def conversation_page(request: web.Request) -> web.Response:
     data = await conversation_messages(request, path_int(request, "conversation_id"))
-    return render(request, "conversation.html", c=data)
+    zone = await person_zone(request, data["person_id"])
+    return render(request, "conversation.html", c=data, **zone)
 
 
 async def turns_api(request: web.Request) -> web.Response:

@@ -17,6 +17,7 @@ from web.panel.render import (
     json_body,
     not_found,
     path_int,
+    person_zone,
     query_choice,
     query_int,
     render,
@@ -146,6 +147,7 @@ async def item_page(request: web.Request) -> web.Response:
         item=item,
         chain=chain,
         effective=effective_priority(item.type, item.priority),
+        **await person_zone(request, item.person_id),
     )
 
 

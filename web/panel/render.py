@@ -4,7 +4,6 @@ navigation, and small helpers for query parameters and JSON bodies."""
 from __future__ import annotations
 
 import enum
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,8 +45,14 @@ def setup_templates(app: web.Application, zone: tzinfo = UTC) -> None:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["dt"] = functools.partial(format_time, zone=zone)
-    env.globals["zone_name"] = getattr(zone, "key", None) or "UTC"
+
+    @jinja2.pass_context
+    def dt(context: jinja2.runtime.Context, value: datetime | date | str | None) -> str:
+        # A page about one person (a conversation, a memory) shows their zone.
+        return format_time(value, context.get("page_zone") or zone)
+
+    env.filters["dt"] = dt
+    env.globals["zone_name"] = zone_name(zone)
     env.filters["score"] = format_score
     app[TEMPLATES] = env
 
@@ -68,6 +73,10 @@ def format_time(value: datetime | date | str | None, zone: tzinfo = UTC) -> str:
     return value.isoformat()
 
 
+def zone_name(zone: tzinfo) -> str:
+    return getattr(zone, "key", None) or "UTC"
+
+
 def format_score(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
@@ -83,6 +92,15 @@ def iso(value: datetime | date | None) -> str | None:
 
 def gateway_of(request: web.Request) -> Gateway:
     return request.app[GATEWAY]
+
+
+async def person_zone(request: web.Request, person_id: int) -> dict[str, Any]:
+    """The context for a page about one person: times in their zone, named in the header."""
+    zones = gateway_of(request).zones
+    if zones is None:
+        return {}
+    zone = await zones.of(person_id)
+    return {"page_zone": zone, "page_zone_name": zone_name(zone)}
 
 
 def render(request: web.Request, template: str, **context: Any) -> web.Response:
