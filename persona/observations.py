@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, tzinfo
 
 from sqlalchemy import select, update
@@ -509,7 +509,15 @@ class ObservePass:
         if not active or not (force or reflection_due(tokens, last, self.config.reflector_tokens)):
             return False
         start = time.perf_counter()
-        known = [KnownObservation(s.observation_id, s.observation) for s in active]
+        # Read on the person's clock: "recurring on two days" are two of their days.
+        zone = await self.zones.of(person_id)
+        known = [
+            KnownObservation(
+                s.observation_id,
+                replace(s.observation, observed_at=local(s.observation.observed_at, zone)),
+            )
+            for s in active
+        ]
         try:
             reflection = await self.reflector.reflect(
                 known, target_tokens=self.config.reflector_tokens // 2

@@ -364,3 +364,43 @@ async def test_observations_are_read_and_shown_on_the_persons_clock(store: Store
     block = await log.block(address.person_id, 1000)
     assert "\n2024-05-03\n" in block
     assert "(18:00) Sam: I have a dentist appointment" in block
+
+
+async def test_recurring_means_on_two_of_the_persons_days(store: Store) -> None:
+    said = "Sam: I go running along the river before work."
+    times = [  # Friday evening twice and Saturday afternoon, in Los Angeles
+        datetime(2024, 5, 4, 1, 0, tzinfo=UTC),
+        datetime(2024, 5, 4, 3, 0, tzinfo=UTC),
+        datetime(2024, 5, 4, 20, 0, tzinfo=UTC),
+    ]
+
+    async def reflected(session_id: str, zone: str) -> list[str]:
+        address = await resolve_address(store, "webchat", session_id, "Sam")
+        log = ObservationLog(store)
+        await log.add(
+            address.person_id,
+            address.conversation_id,
+            [Observation(said, Priority.MEDIUM, Category.FACT, at, ()) for at in times],
+            "rules",
+        )
+        observe = ObservePass(
+            store,
+            log,
+            RuleObserver(INSTRUCTIONS),
+            RuleReflector(),
+            PersonaBook(store, PersonaState(traits={})),
+            ObserveConfig(observer_tokens=10_000, reflector_tokens=10_000),
+            MergePolicy(),
+            agent_name="Ada",
+            instructions=lambda: INSTRUCTIONS,
+            zones=PersonZones(None, ZoneInfo(zone)),
+        )
+        assert await observe.reflect_if_due(address.person_id, None, force=True)
+        return [s.observation.text for s in await log.active(address.person_id)]
+
+    # All three fell on one UTC day: merged, but not recurring there.
+    assert await reflected("zone-utc", "UTC") == [said]
+    # In Los Angeles they were on two days.
+    assert await reflected("zone-la", "America/Los_Angeles") == [
+        f"{said} (recurring: 3 times since 2024-05-03)"
+    ]
