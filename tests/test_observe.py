@@ -333,17 +333,9 @@ async def test_observe_pass_cursor_persona_track_rules_and_reflection(store: Sto
     assert runs[0].input_messages == 6
 
 
-async def test_observations_are_read_and_shown_on_the_persons_clock(store: Store) -> None:
-    # Friday 3 May 2024, 6 pm in Los Angeles: Saturday 1 am in UTC.
-    said_at = datetime(2024, 5, 4, 1, 0, tzinfo=UTC)
-    address = await resolve_address(store, "webchat", "zone-test", "Sam")
-    inbound = await store_inbound(
-        store, address, "I have a dentist appointment tomorrow morning.", said_at, None
-    )
-    await finish_turn(store, inbound, "Good luck at the dentist.", {})
-    zones = PersonZones(None, ZoneInfo("America/Los_Angeles"))
-    log = ObservationLog(store, zones=zones)
-    observe = ObservePass(
+def pass_in_zone(store: Store, log: ObservationLog, zones: PersonZones) -> ObservePass:
+    """Rules only, thresholds out of the way, people in ``zones``."""
+    return ObservePass(
         store,
         log,
         RuleObserver(INSTRUCTIONS),
@@ -355,6 +347,19 @@ async def test_observations_are_read_and_shown_on_the_persons_clock(store: Store
         instructions=lambda: INSTRUCTIONS,
         zones=zones,
     )
+
+
+async def test_observations_are_read_and_shown_on_the_persons_clock(store: Store) -> None:
+    # Friday 3 May 2024, 6 pm in Los Angeles: Saturday 1 am in UTC.
+    said_at = datetime(2024, 5, 4, 1, 0, tzinfo=UTC)
+    address = await resolve_address(store, "webchat", "zone-test", "Sam")
+    inbound = await store_inbound(
+        store, address, "I have a dentist appointment tomorrow morning.", said_at, None
+    )
+    await finish_turn(store, inbound, "Good luck at the dentist.", {})
+    zones = PersonZones(None, ZoneInfo("America/Los_Angeles"))
+    log = ObservationLog(store, zones=zones)
+    observe = pass_in_zone(store, log, zones)
     assert await observe.run(address.conversation_id, address.person_id, force=True)
     (dentist,) = [
         s.observation for s in await log.all(address.person_id) if "dentist" in s.observation.text
@@ -383,18 +388,7 @@ async def test_recurring_means_on_two_of_the_persons_days(store: Store) -> None:
             [Observation(said, Priority.MEDIUM, Category.FACT, at, ()) for at in times],
             "rules",
         )
-        observe = ObservePass(
-            store,
-            log,
-            RuleObserver(INSTRUCTIONS),
-            RuleReflector(),
-            PersonaBook(store, PersonaState(traits={})),
-            ObserveConfig(observer_tokens=10_000, reflector_tokens=10_000),
-            MergePolicy(),
-            agent_name="Ada",
-            instructions=lambda: INSTRUCTIONS,
-            zones=PersonZones(None, ZoneInfo(zone)),
-        )
+        observe = pass_in_zone(store, log, PersonZones(None, ZoneInfo(zone)))
         assert await observe.reflect_if_due(address.person_id, None, force=True)
         return [s.observation.text for s in await log.active(address.person_id)]
 
