@@ -60,6 +60,7 @@ from channels.telegram_text import (
     timezone_text,
     usage,
 )
+from gateway.clock import zone_name
 from gateway.config import Config
 from gateway.errors import AgentGWError, AudioTooLarge, RateLimited, SilentAudio, VoiceUnavailable
 from gateway.hub import ConversationHub
@@ -446,8 +447,7 @@ class TelegramChannel:
         address = await self._address(user)
         if not args:
             zone = await self.zones.of(address.person_id)
-            name = getattr(zone, "key", None) or "UTC"
-            self.sender.post(message.chat_id, Outgoing(timezone_text(name)))
+            self.sender.post(message.chat_id, Outgoing(timezone_text(zone_name(zone))))
             return
         name = args.split(maxsplit=1)[0]
         if await self.zones.report(address.person_id, name):

@@ -84,7 +84,7 @@ def build_stages(
     zones: PersonZones | None = None,
 ) -> list[ContextStage]:
     persona = load_persona(config.agent.persona_file, config.agent.name)
-    clock = ClockStage(config.zone, zones)
+    clock = ClockStage(zones if zones is not None else PersonZones(None, config.zone))
     if memory_pack is None:
         return [
             PersonaStage(persona),

@@ -23,12 +23,13 @@ class UnknownZone(ValueError):
 
 def zone_named(name: str) -> tzinfo:
     """``name`` ("Europe/Lisbon", "UTC"), or the host's zone when empty."""
-    if not name.strip():
+    name = name.strip()
+    if not name:
         return host_zone()
-    if name.strip().upper() == "UTC":
+    if name.upper() == "UTC":
         return UTC
     try:
-        return ZoneInfo(name.strip())
+        return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise UnknownZone(f"{name!r} is not a time zone name (like Europe/Lisbon)") from exc
 
@@ -69,9 +70,14 @@ def day_start(day: date, zone: tzinfo) -> datetime:
     return datetime.combine(day, time.min, tzinfo=zone).astimezone(UTC)
 
 
+def zone_name(zone: tzinfo) -> str:
+    """ "Europe/Lisbon": a zone's IANA name ("UTC" for UTC)."""
+    return getattr(zone, "key", None) or ("UTC" if zone is UTC else str(zone))
+
+
 def zone_label(zone: tzinfo, at: datetime) -> str:
     """ "Europe/Lisbon, UTC+00:00": the zone's name and its offset at ``at``."""
     offset = local(at, zone).strftime("%z")
     offset = f"UTC{offset[:3]}:{offset[3:]}" if offset else "UTC"
-    name = getattr(zone, "key", None) or ("UTC" if zone is UTC else str(zone))
+    name = zone_name(zone)
     return name if name == "UTC" and offset == "UTC+00:00" else f"{name}, {offset}"

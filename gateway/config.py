@@ -9,6 +9,7 @@ variables. Secrets are never read from the file: the Anthropic key comes from
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 import os
 import re
@@ -445,9 +446,9 @@ class Config:
     def data_dir(self) -> Path:
         return Path(self.store.data_dir)
 
-    @property
+    @functools.cached_property
     def zone(self) -> tzinfo:
-        """``agent.timezone`` as a zone (checked at load)."""
+        """``agent.timezone`` as a zone (checked at load); the machine's is read once."""
         return zone_named(self.agent.timezone)
 
     @property

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, tzinfo
+from dataclasses import dataclass, field
+from datetime import UTC
 from importlib import resources
 from pathlib import Path
 
@@ -42,16 +42,14 @@ class ClockStage:
     """When and where the message arrived, on the person's clock (``agent.timezone``);
     after the cached prefix, as it changes each turn."""
 
-    zone: tzinfo = UTC
-    # Each person's own zone, when known (else ``zone``).
-    zones: PersonZones | None = None
+    zones: PersonZones = field(default_factory=lambda: PersonZones(None, UTC))
 
     @property
     def name(self) -> str:
         return "clock"
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        zone = await self.zones.of(turn.person_id) if self.zones is not None else self.zone
+        zone = await self.zones.of(turn.person_id)
         at = local(turn.received_at, zone)
         when = f"{at:%A %d %B %Y, %H:%M} ({zone_label(zone, at)})"
         draft.add(BlockKind.GUIDANCE, f"The person's message arrived on {when} via {turn.channel}.")

@@ -21,13 +21,14 @@ from typing import TextIO
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, func, make_url, or_, select
+from sqlalchemy import Connection, func, make_url, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from gateway.brains import resolve_kind
 from gateway.brains.claude import DEFAULT_BASE_URL, ClaudeBrain
 from gateway.brains.openai_compat import OpenAICompatBrain
+from gateway.clock import zone_name
 from gateway.config import Config
 from gateway.errors import BrainError
 from gateway.store.datalock import DatabaseFileLock, DataDirLock, FileLock
@@ -35,6 +36,7 @@ from gateway.store.db import alembic_config, sqlite_file
 from gateway.store.models import Message, Person, Turn
 from memory.embed import stored_model_name
 from memory.models import MemoryItem, MemoryTrace
+from memory.repo import stale_vector
 from memory.types import ItemStatus
 
 # The reachability check should answer quickly whatever brain.timeout_s says.
@@ -206,10 +208,7 @@ async def _memory_figures(connection: AsyncConnection, config: Config) -> str:
         # What the next start embeds (memory.service.MemoryService.backfill): the
         # width is not checked here, as the model is not loaded.
         unembedded = await connection.scalar(
-            select(func.count()).where(
-                MemoryItem.status == ItemStatus.ACTIVE,
-                or_(MemoryItem.embedding.is_(None), MemoryItem.embedding_model != model),
-            )
+            select(func.count()).where(MemoryItem.status == ItemStatus.ACTIVE, stale_vector(model))
         )
         if unembedded:
             figures += f"; {unembedded} items get vectors of {model} at the next start"
@@ -218,7 +217,7 @@ async def _memory_figures(connection: AsyncConnection, config: Config) -> str:
 
 async def _zone_figures(connection: AsyncConnection, config: Config) -> str:
     """The gateway's zone and how many people have their own."""
-    name = config.agent.timezone or f"{getattr(config.zone, 'key', 'UTC')} (this machine's)"
+    name = config.agent.timezone or f"{zone_name(config.zone)} (this machine's)"
     own = await connection.scalar(select(func.count()).where(Person.timezone != ""))
     return f"{name}; people with a zone of their own (from their browsers): {own or 0}"
 

@@ -2,8 +2,8 @@
 
 A webchat page reports its browser's zone when it connects (``/ws?tz=``), so a
 gateway on a server in UTC still reads "yesterday" as the person's yesterday.
-Telegram says nothing of zones: its people keep the gateway's unless linked to
-a webchat page (one person, one zone).
+Telegram says nothing of zones: there a person sends ``/timezone Europe/Lisbon``
+(or links to a webchat page: one person, one zone).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class PersonZones:
         except UnknownZone:
             log.info("person %d: ignoring the reported zone %r", person_id, name)
             return False
+        await self.of(person_id)  # what the store holds: a page reconnecting writes nothing
         if self._names.get(person_id) != name:
             async with self.store.session() as session:
                 await session.execute(

@@ -557,14 +557,14 @@ async def vectors(store: Store, ids: Sequence[int], chunk: int = 5000) -> NDArra
     return np.stack([from_blob(found[i]) for i in ids]) if ids else np.zeros((0, 0), np.float32)
 
 
-def _stale_vector(model: str, dim: int) -> ColumnElement[bool]:
+def stale_vector(model: str, dim: int | None = None) -> ColumnElement[bool]:
     """No vector of this model: stored while no embedder was loaded, or embedded by
-    another model (its name, or its width when a folder's model was swapped)."""
-    return or_(
-        MemoryItem.embedding.is_(None),
-        MemoryItem.embedding_model != model,
-        func.length(MemoryItem.embedding) != dim * 4,
-    )
+    another model (its name, or, when ``dim`` is known, its width: a folder's model
+    was swapped)."""
+    stale = [MemoryItem.embedding.is_(None), MemoryItem.embedding_model != model]
+    if dim is not None:
+        stale.append(func.length(MemoryItem.embedding) != dim * 4)
+    return or_(*stale)
 
 
 async def people_with_stale_vectors(store: Store, model: str, dim: int) -> list[int]:
@@ -572,7 +572,7 @@ async def people_with_stale_vectors(store: Store, model: str, dim: int) -> list[
     async with store.reader() as session:
         rows = await session.scalars(
             select(MemoryItem.person_id)
-            .where(MemoryItem.status == ItemStatus.ACTIVE, _stale_vector(model, dim))
+            .where(MemoryItem.status == ItemStatus.ACTIVE, stale_vector(model, dim))
             .distinct()
         )
         return list(rows.all())
@@ -590,7 +590,7 @@ async def stale_vectors(
                 MemoryItem.person_id == person_id,
                 MemoryItem.status == ItemStatus.ACTIVE,
                 MemoryItem.id > after,
-                _stale_vector(model, dim),
+                stale_vector(model, dim),
             )
             .order_by(MemoryItem.id)
             .limit(limit)

@@ -208,7 +208,6 @@ class MemoryService:
         index_dir: Path,
         embedder: Embedder | None,
         *,
-        zone: tzinfo = UTC,
         zones: PersonZones | None = None,
     ) -> None:
         single_threaded_blas()
@@ -218,7 +217,7 @@ class MemoryService:
         self.embedder = embedder
         # Each person's time zone (their own, else ``agent.timezone``): the days that
         # words like "yesterday" name, and the days of the pack's lines.
-        self.zones = zones if zones is not None else PersonZones(None, zone)
+        self.zones = zones if zones is not None else PersonZones(None, UTC)
         self.settings = pack_settings(config)
         self.decay = decay_policy(config)
         self._indexes: dict[int, PersonIndex] = {}

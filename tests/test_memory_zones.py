@@ -25,6 +25,7 @@ from gateway.prompt import PromptDraft, TurnContext
 from gateway.store import Store
 from gateway.store.models import Person
 from gateway.store.repo import resolve_address
+from gateway.zones import PersonZones
 from memory import repo
 from memory.models import MemoryItem
 from memory.service import Episode, MemoryService, PackRequest
@@ -82,7 +83,7 @@ async def test_yesterday_and_today_are_the_persons_days(tmp_path: Path) -> None:
 
 
 async def test_the_prompt_clock_is_the_persons_clock() -> None:
-    stage = ClockStage(ZoneInfo(LOS_ANGELES))
+    stage = ClockStage(PersonZones(None, ZoneInfo(LOS_ANGELES)))
     draft = PromptDraft()
     turn = TurnContext(
         turn_id=1,

@@ -14,7 +14,7 @@ import jinja2
 from aiohttp import web
 
 from gateway.app import GATEWAY, Gateway
-from gateway.clock import local
+from gateway.clock import local, zone_name
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
 E = TypeVar("E", bound=enum.StrEnum)
@@ -71,10 +71,6 @@ def format_time(value: datetime | date | str | None, zone: tzinfo = UTC) -> str:
     if isinstance(value, datetime):
         return local(value, zone).strftime("%Y-%m-%d %H:%M")
     return value.isoformat()
-
-
-def zone_name(zone: tzinfo) -> str:
-    return getattr(zone, "key", None) or "UTC"
 
 
 def format_score(value: float | None) -> str:
