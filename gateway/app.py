@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -327,18 +328,24 @@ async def telegram_webhook(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
-    return web.json_response(
-        {
-            "status": "ok",
-            "version": __version__,
-            "brain": gateway.brain.name,
-            "turns_in_flight": gateway.router.turns_in_flight,
-            "stages": {
-                "context": [stage.name for stage in gateway.pipeline.stages],
-                "after_turn": [stage.name for stage in gateway.pipeline.after_stages],
-            },
+    body: dict[str, Any] = {
+        "status": "ok",
+        "version": __version__,
+        "brain": gateway.brain.name,
+        "turns_in_flight": gateway.router.turns_in_flight,
+        "stages": {
+            "context": [stage.name for stage in gateway.pipeline.stages],
+            "after_turn": [stage.name for stage in gateway.pipeline.after_stages],
+        },
+    }
+    if gateway.memory is not None:
+        # After a model change, until this is 0 some people's recall is full text only.
+        body["memory"] = {
+            "dense": gateway.memory.dense,
+            "people_being_embedded": gateway.memory.reembedding,
+            "items_embedded_since_start": gateway.memory.reembedded_items,
         }
-    )
+    return web.json_response(body)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -387,7 +387,8 @@ class MemoryConfig:
     embedder: EmbedderKind = "minilm"
     # A local sentence-transformers folder; empty: the bundled all-MiniLM-L6-v2.
     # Stored vectors name their model (the folder's name): after a change, the next
-    # start embeds the store anew before it serves (~10 min per 100,000 items on 2 cores).
+    # start embeds the store anew in the background (~10 min per 100,000 items on 2
+    # cores); meanwhile each person's recall searches full text until theirs are done.
     embedding_model: str = ""
     embedding_device: str = "cpu"
     # onnx: a pack's query is embedded by ONNX Runtime from a graph exported once from

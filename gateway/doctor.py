@@ -205,13 +205,16 @@ async def _memory_figures(connection: AsyncConnection, config: Config) -> str:
     figures = f"items: {items}; {traces} pack traces{since} ({kept})"
     if config.memory.enabled and config.memory.embedder == "minilm":
         model = stored_model_name(config.memory.embedding_model)
-        # What the next start embeds (memory.service.MemoryService.backfill): the
-        # width is not checked here, as the model is not loaded.
+        # What the next start embeds (memory.service.MemoryService.begin_reembedding):
+        # the width is not checked here, as the model is not loaded.
         unembedded = await connection.scalar(
             select(func.count()).where(MemoryItem.status == ItemStatus.ACTIVE, stale_vector(model))
         )
         if unembedded:
-            figures += f"; {unembedded} items get vectors of {model} at the next start"
+            figures += (
+                f"; {unembedded} items get vectors of {model} after the next start (in the"
+                " background: their people's recall is full text only until then)"
+            )
     return figures
 
 

@@ -544,17 +544,27 @@ async def lexical_rows_of(store: Store, ids: Sequence[int]) -> list[tuple[int, s
     return await _lexical_rows(store, _recallable_text(MemoryItem.id.in_(list(ids))))
 
 
-async def vectors(store: Store, ids: Sequence[int], chunk: int = 5000) -> NDArray[np.float32]:
-    """Stored vectors of ``ids``, rows in the same order."""
-    found: dict[int, bytes] = {}
+async def stored_vectors(
+    store: Store, ids: Sequence[int], chunk: int = 5000
+) -> dict[int, tuple[NDArray[np.float32], str]]:
+    """The stored vectors of those of ``ids`` that have one, with the model that made each."""
+    found: dict[int, tuple[NDArray[np.float32], str]] = {}
     async with store.reader() as session:
         for start in range(0, len(ids), chunk):
             part = list(ids[start : start + chunk])
             rows = await session.execute(
-                select(MemoryItem.id, MemoryItem.embedding).where(MemoryItem.id.in_(part))
+                select(MemoryItem.id, MemoryItem.embedding, MemoryItem.embedding_model).where(
+                    MemoryItem.id.in_(part), MemoryItem.embedding.is_not(None)
+                )
             )
-            found.update({int(r[0]): r[1] for r in rows if r[1] is not None})
-    return np.stack([from_blob(found[i]) for i in ids]) if ids else np.zeros((0, 0), np.float32)
+            found.update({int(r[0]): (from_blob(r[1]), r[2]) for r in rows if r[1] is not None})
+    return found
+
+
+async def vectors(store: Store, ids: Sequence[int]) -> NDArray[np.float32]:
+    """Stored vectors of ``ids`` (all embedded), rows in the same order."""
+    found = await stored_vectors(store, ids)
+    return np.stack([found[i][0] for i in ids]) if ids else np.zeros((0, 0), np.float32)
 
 
 def stale_vector(model: str, dim: int | None = None) -> ColumnElement[bool]:
@@ -574,6 +584,7 @@ async def people_with_stale_vectors(store: Store, model: str, dim: int) -> list[
             select(MemoryItem.person_id)
             .where(MemoryItem.status == ItemStatus.ACTIVE, stale_vector(model, dim))
             .distinct()
+            .order_by(MemoryItem.person_id)
         )
         return list(rows.all())
 
@@ -768,19 +779,25 @@ async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
 
 
 async def similar_active(
-    store: Store, person_id: int, item_type: ItemType, exclude: int
+    store: Store, person_id: int, item_type: ItemType, exclude: int, model: str
 ) -> list[tuple[int, str, NDArray[np.float32] | None]]:
-    """Active items of one type (not episodes), for supersession checks."""
+    """Active items of one type (not episodes), for supersession checks; each with its
+    vector when ``model`` made it (an older model's is not comparable)."""
     async with store.reader() as session:
         rows = await session.execute(
-            select(MemoryItem.id, MemoryItem.content, MemoryItem.embedding).where(
+            select(
+                MemoryItem.id, MemoryItem.content, MemoryItem.embedding, MemoryItem.embedding_model
+            ).where(
                 MemoryItem.person_id == person_id,
                 MemoryItem.type == item_type,
                 MemoryItem.status == ItemStatus.ACTIVE,
                 MemoryItem.id != exclude,
             )
         )
-        return [(int(r[0]), r[1], None if r[2] is None else from_blob(r[2])) for r in rows]
+        return [
+            (int(r[0]), r[1], from_blob(r[2]) if r[2] is not None and r[3] == model else None)
+            for r in rows
+        ]
 
 
 async def speaker_names(store: Store, person_id: int) -> list[str]:

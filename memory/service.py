@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -240,6 +240,14 @@ class MemoryService:
         # Traces being stored after their pack was returned (see ``_save_trace``).
         self._trace_writes: set[asyncio.Task[int | None]] = set()
         self._trace_of_turn: dict[int, asyncio.Task[int | None]] = {}
+        # People whose items are being given vectors of this model in the background
+        # (``begin_reembedding``): until theirs are done, their packs search without
+        # vectors, as vectors of two models never meet in one index, MMR or score.
+        self._reembedding: set[int] = set()
+        # Those of them not started yet, in order; a person who writes moves to the front.
+        self._reembed_queue: list[int] = []
+        self._reembed_task: asyncio.Task[int] | None = None
+        self.reembedded_items = 0
 
     @classmethod
     async def start(
@@ -264,7 +272,7 @@ class MemoryService:
             embedder,
             zones=zones if zones is not None else PersonZones(store, config.zone),
         )
-        await service.backfill()
+        await service.begin_reembedding()
         await service.cut_long_episodes()
         return service
 
@@ -272,11 +280,22 @@ class MemoryService:
     def dense(self) -> bool:
         return self.embedder is not None
 
+    def dense_for(self, person_id: int) -> bool:
+        """Whether the person's packs search by vector now (not while theirs are redone)."""
+        return self.embedder is not None and person_id not in self._reembedding
+
+    @property
+    def reembedding(self) -> int:
+        """How many people's items are still waiting for vectors of this model."""
+        return len(self._reembedding)
+
     # -- indexes ---------------------------------------------------------------
 
     async def index(self, person_id: int) -> PersonIndex | None:
-        """The person's ANN index, opened (loaded, updated or rebuilt) on first use."""
-        if self.embedder is None:
+        """The person's ANN index, opened (loaded, updated or rebuilt) on first use; None
+        without an embedder or while their items are given vectors of this model."""
+        embedder = self.embedder
+        if embedder is None or person_id in self._reembedding:
             return None
         found = self._indexes.get(person_id)
         if found is not None:
@@ -287,18 +306,18 @@ class MemoryService:
             if found is not None:
                 return found
             params = IndexParams(
-                dim=self.embedder.dim,
+                dim=embedder.dim,
                 m=self.config.index_m,
                 ef_construction=self.config.index_ef_construction,
                 ef_search=self.config.index_ef_search,
-                model=self.embedder.model_name,
+                model=embedder.model_name,
                 store=self.store.identity,
             )
             index = PersonIndex(self.index_dir, person_id, params)
             ids = await repo.indexable_ids(self.store, person_id)
             missing = await asyncio.to_thread(index.open, ids)
             if missing:
-                matrix = await repo.vectors(self.store, missing)
+                matrix = await self._current_vectors(missing)
                 await asyncio.to_thread(index.add, missing, matrix)
             if index.origin != "loaded":
                 await asyncio.to_thread(index.save)
@@ -468,6 +487,11 @@ class MemoryService:
                 await self._save_lexical(person_id, lexical)
 
     async def aclose(self) -> None:
+        if self._reembed_task is not None:
+            # What it embedded is stored; the next start goes on from there.
+            self._reembed_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reembed_task
         await self.traces_saved()
         for task in list(self._lexical_builds.values()):
             task.cancel()
@@ -562,36 +586,114 @@ class MemoryService:
             self._speakers[person_id] = found
         return found
 
-    async def backfill(self, batch: int = 256) -> int:
-        """Embed the active items that have no vector of this model (once, at start).
+    async def begin_reembedding(self, batch: int = 64) -> None:
+        """Give vectors of this model to the active items that lack them, in the
+        background, person by person.
 
         They were stored while no embedder was loaded, or embedded by the model
-        configured before (``memory.embedding_model`` changed): the store keeps
-        each vector's model, and vectors of two models never meet in one index
-        or one pack. Older vectors of items not recallable (superseded,
-        forgotten) stay until a restore needs them (``vector_of``).
+        configured before (``memory.embedding_model`` changed): the store keeps each
+        vector's model. A new model over a big store takes minutes (~200 items a
+        second here), and the gateway answers meanwhile: a person's packs search
+        full text, pinned, topic and time until their items are done, then by vector
+        again. Vectors of items not recallable (superseded, forgotten) stay until a
+        restore needs them (``vector_of``). Batches are small so that a turn's own
+        embedding waits for one at most.
         """
         embedder = self.embedder
-        if embedder is None:
-            return 0
-        model, dim = embedder.model_name, embedder.dim
-        done, report_at = 0, BACKFILL_REPORT
-        for person_id in await repo.people_with_stale_vectors(self.store, model, dim):
-            after = 0
-            while rows := await repo.stale_vectors(self.store, person_id, model, dim, after, batch):
-                matrix = await self._embed([embedding_text(t, s, c) for _, c, s, t in rows])
-                if matrix is None:
-                    break
-                ids = [r[0] for r in rows]
-                await repo.set_vectors(self.store, ids, matrix, model)
-                after = ids[-1]
-                done += len(ids)
-                if done >= report_at:  # a new model over a big store takes minutes
-                    log.info("memory: %d items embedded by %s so far", done, model)
-                    report_at += BACKFILL_REPORT
-        if done:
-            log.info("memory: embedded %d items that had no vector of %s", done, model)
-        return done
+        if embedder is None or (self._reembed_task is not None and not self._reembed_task.done()):
+            return
+        people = await repo.people_with_stale_vectors(self.store, embedder.model_name, embedder.dim)
+        if not people:
+            return
+        self._reembedding.update(people)
+        self._reembed_queue = list(people)
+        log.info(
+            "memory: giving vectors of %s to the items of %d people in the background; "
+            "their recall searches full text until then",
+            embedder.model_name,
+            len(people),
+        )
+        self._reembed_task = asyncio.create_task(self._reembed(batch), name="memory-reembed")
+
+    async def reembedded(self) -> int:
+        """Wait for the background embedding (if any) to end; how many items it embedded."""
+        if self._reembed_task is not None:
+            await asyncio.shield(self._reembed_task)
+        return self.reembedded_items
+
+    async def backfill(self, batch: int = 256) -> int:
+        """``begin_reembedding`` and wait for it: how many items it embedded."""
+        before = self.reembedded_items
+        await self.begin_reembedding(batch)
+        return await self.reembedded() - before
+
+    def _embed_next(self, person_id: int) -> None:
+        """The person is writing: their items are embedded next."""
+        if person_id in self._reembed_queue:
+            self._reembed_queue.remove(person_id)
+            self._reembed_queue.insert(0, person_id)
+
+    async def _reembed(self, batch: int) -> int:
+        report_at = self.reembedded_items + BACKFILL_REPORT
+        while self._reembed_queue:
+            person_id = self._reembed_queue.pop(0)
+            try:
+                async for count in self._embed_stale(person_id, batch):
+                    self.reembedded_items += count
+                    if self.reembedded_items >= report_at:
+                        log.info(
+                            "memory: %d items embedded so far, %d people left",
+                            self.reembedded_items,
+                            len(self._reembedding),
+                        )
+                        report_at += BACKFILL_REPORT
+            except (EmbeddingUnavailable, StoreError):
+                # They stay on full text; the next start tries again.
+                log.exception("memory: could not embed the items of person %d", person_id)
+                continue
+            self._reembedding.discard(person_id)
+        log.info("memory: %d items have vectors of this model now", self.reembedded_items)
+        return self.reembedded_items
+
+    async def _embed_stale(self, person_id: int, batch: int) -> AsyncIterator[int]:
+        """Embed the person's active items that have no vector of this model, by id;
+        yields each batch's count."""
+        assert self.embedder is not None
+        model, dim = self.embedder.model_name, self.embedder.dim
+        after = 0
+        while True:
+            rows = await repo.stale_vectors(self.store, person_id, model, dim, after, batch)
+            if not rows and after:
+                # Once more from the start: an item restored behind the pass kept its old vector.
+                after = 0
+                continue
+            if not rows:
+                return
+            matrix = await self._embed([embedding_text(t, s, c) for _, c, s, t in rows])
+            if matrix is None:
+                return
+            ids = [r[0] for r in rows]
+            await repo.set_vectors(self.store, ids, matrix, model)
+            after = ids[-1]
+            yield len(ids)
+
+    async def _current_vectors(self, ids: Sequence[int]) -> NDArray[np.float32]:
+        """Vectors of this model for ``ids`` (embedded items), rows in the same order: the
+        stored ones, and any still of another model embedded now (an item restored
+        while its person's items were being embedded again)."""
+        assert self.embedder is not None
+        model, dim = self.embedder.model_name, self.embedder.dim
+        stored = await repo.stored_vectors(self.store, ids)
+        stale = [i for i in ids if stored[i][1] != model or stored[i][0].shape[0] != dim]
+        if stale:
+            rows = {item.id: item for item in await repo.get_items(self.store, stale)}
+            texts = [embedding_text(rows[i].type, rows[i].speaker, rows[i].content) for i in stale]
+            matrix = await self._embed(texts)
+            if matrix is None:
+                raise EmbeddingUnavailable("no embedder for the items of another model")
+            await repo.set_vectors(self.store, stale, matrix, model)
+            stored.update({i: (matrix[n], model) for n, i in enumerate(stale)})
+        return np.stack([stored[i][0] for i in ids]) if ids else np.zeros((0, dim), np.float32)
 
     async def cut_long_episodes(self, batch: int = 100) -> int:
         """Episodes stored whole and longer than a passage (before passages existed, or
@@ -700,7 +802,8 @@ class MemoryService:
         """Older items of the same type this close to the new one stop being current."""
         if kind is ItemType.EPISODE:
             return ()
-        others = await repo.similar_active(self.store, person_id, kind, exclude=item_id)
+        model = self.embedder.model_name if self.embedder is not None else ""
+        others = await repo.similar_active(self.store, person_id, kind, item_id, model)
         new_vector = (await repo.vectors(self.store, [item_id]))[0] if self.dense else None
         replaced = []
         for other_id, content, vector in others:
@@ -790,13 +893,17 @@ class MemoryService:
         if self.config.strip_speaker_names:
             searched = search_text(request.text, await self.speakers(request.person_id))
 
+        # Without vectors of this model for all their items yet, none are used at all.
+        dense = self.dense_for(request.person_id)
+        if not dense:
+            self._embed_next(request.person_id)
         index = await self.index(request.person_id)
         lexical = await self.lexical(request.person_id)
 
         # The query's embedding and ANN search (a worker thread) overlap the full-text
         # and the store's searches, and the reading of what they found (a reader thread).
         (query, ann), found_sources = await asyncio.gather(
-            self._query_and_ann(searched, index, started, timings),
+            self._query_and_ann(searched, index, started, timings, dense=dense),
             repo.pack_sources(
                 self.store, self._source_query(request, searched, window, zone), lexical
             ),
@@ -834,7 +941,11 @@ class MemoryService:
         def assemble_and_select(fetched: repo.Fetched) -> PackResult:
             candidates = {
                 item_id: self._candidate(
-                    view, vector, sources.get(item_id, {"neighbour"}), lexical_of, query
+                    view,
+                    vector if dense else None,
+                    sources.get(item_id, {"neighbour"}),
+                    lexical_of,
+                    query,
                 )
                 for item_id, (view, vector) in fetched.rows.items()
                 if not set(view.source_message_ids) & request.exclude_message_ids
@@ -872,7 +983,8 @@ class MemoryService:
                     kept_ids=list(result.kept),
                     filtered=list(result.filtered),
                     notes={
-                        "dense": self.dense,
+                        "dense": dense,
+                        "reembedding": request.person_id in self._reembedding,
                         "searched": searched,
                         "notes": list(request.notes),
                         "timings_ms": {k: round(v, 2) for k, v in timings.items()},
@@ -883,11 +995,17 @@ class MemoryService:
         return Pack(result.text, result.tokens, result.kept, result, window, timings)
 
     async def _query_and_ann(
-        self, searched: str, index: PersonIndex | None, started: float, timings: dict[str, float]
+        self,
+        searched: str,
+        index: PersonIndex | None,
+        started: float,
+        timings: dict[str, float],
+        *,
+        dense: bool,
     ) -> tuple[NDArray[np.float32] | None, list[tuple[int, float]]]:
-        """The query vector and its nearest items."""
+        """The query vector and its nearest items (none when not ``dense``)."""
         embedder, n = self.embedder, self.config.candidates
-        if embedder is None:
+        if embedder is None or not dense:
             return None, []
         # ONNX Runtime takes concurrent calls, so a query needs no queue: embedding and
         # search go as one call to a worker thread, with no hop back to the loop between.
@@ -1090,7 +1208,7 @@ class MemoryService:
             if vector is not None
         ]
         if with_vectors:
-            matrix = await repo.vectors(self.store, with_vectors)
+            matrix = await self._current_vectors(with_vectors)
             await asyncio.to_thread(index.add, with_vectors, matrix)
             await self._maybe_save(index)
 

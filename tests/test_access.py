@@ -162,7 +162,14 @@ async def test_websocket_with_bearer_header_holds_a_conversation(
 async def test_healthz_stays_open(remote: TestServer, client: aiohttp.ClientSession) -> None:
     async with client.get(url(remote, "/healthz")) as response:
         assert response.status == 200
-        assert (await response.json())["status"] == "ok"
+        body = await response.json()
+    assert body["status"] == "ok"
+    # Full text only here (no embedder), and nothing waits for vectors.
+    assert body["memory"] == {
+        "dense": False,
+        "people_being_embedded": 0,
+        "items_embedded_since_start": 0,
+    }
 
 
 async def test_loopback_config_is_open_without_a_token(

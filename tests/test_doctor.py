@@ -131,7 +131,8 @@ async def test_it_says_what_the_next_start_embeds_and_whose_zone_is_whose(
     code, text = await doctor(config)
     assert code == 0
     assert line(text, "memory").endswith(
-        "; 2 items get vectors of all-MiniLM-L6-v2 at the next start"
+        "; 2 items get vectors of all-MiniLM-L6-v2 after the next start (in the background:"
+        " their people's recall is full text only until then)"
     )
     assert line(text, "time zone").endswith(
         " Europe/Lisbon; people with a zone of their own (from their browsers): 1"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -195,6 +196,7 @@ async def test_items_stored_without_an_embedder_are_embedded_at_the_next_start(
 
     counting = CountingEmbedder(embedder)
     started = await MemoryService.start(store, memory_config, embedder=counting)
+    assert await started.reembedded() == len(LINES)
     assert len(counting.texts) == len(LINES)
     items = await repo.get_items(store, ids)
     assert all(item.embedding_model == embedder.model_name for item in items)
@@ -380,6 +382,7 @@ async def test_a_new_embedding_model_embeds_the_store_again(
 
     narrow = NarrowEmbedder(embedder)
     started = await MemoryService.start(store, memory_config, embedder=narrow)
+    await started.reembedded()
     active = [i for i in ids if i != sister]
     assert sorted(narrow.texts) == sorted(
         f"{'Sam' if role == 'user' else 'Ada'}: {text}"
@@ -420,6 +423,158 @@ async def test_a_new_embedding_model_embeds_the_store_again(
     again = await MemoryService.start(store, memory_config, embedder=narrow)
     assert narrow.texts == []  # embedded once: a restart keeps them
     await again.aclose()
+
+
+class GatedEmbedder(NarrowEmbedder):
+    """The other model, holding every call until the test opens the gate."""
+
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self.gate = threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if not self.gate.wait(timeout=60):
+            raise AssertionError("the gate was never opened")
+        return super().embed(texts)
+
+
+async def test_the_gateway_answers_while_a_new_model_embeds_the_store(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    ids = await ingest_lines(service, address)
+    await service.aclose()
+    sister = ids[2]
+    async with store.session() as session:
+        row = await session.get(MemoryItem, sister)
+        assert row is not None
+        row.status = ItemStatus.FORGOTTEN
+
+    gated = GatedEmbedder(embedder)
+    started = await MemoryService.start(store, memory_config, embedder=gated)
+    # The start did not wait for the model: its first batch is held at the gate.
+    assert started.reembedding == 1
+    assert not started.dense_for(address.person_id)
+    assert await started.index(address.person_id) is None
+    pack = await started.build_pack(
+        PackRequest(address.person_id, "What is my cat called?", T0 + timedelta(days=1))
+    )
+    assert "Miso" in pack.text  # found by its words
+    assert all("ann" not in c["sources"] and c["dense"] is None for c in pack.result.trace)
+    assert gated.texts == []  # the query was not embedded either
+    # Restored while the pass runs: the pass's first batch was read without it.
+    await MemoryCurator(started).restore(sister)
+    # A message that comes meanwhile waits for one batch, and gets the new model's vector.
+    ingesting = asyncio.create_task(
+        started.ingest(
+            [
+                Episode(
+                    address.person_id,
+                    "My brother Tomas moved to Oslo for a job at a shipyard.",
+                    T0 + timedelta(days=1),
+                    "user",
+                    "Sam",
+                    address.conversation_id,
+                )
+            ]
+        )
+    )
+
+    gated.gate.set()
+    (new_id,) = await ingesting
+    assert await started.reembedded() == len(ids) - 1 + 1  # the four, then the restored one
+    assert started.reembedding == 0
+    assert started.dense_for(address.person_id)
+    items = await repo.get_items(store, [*ids, new_id])
+    assert {item.embedding_model for item in items} == {"minilm-narrow-64"}
+    pack = await started.build_pack(
+        PackRequest(address.person_id, "where does my sister live", T0 + timedelta(days=2))
+    )
+    found_by_vector = {c["id"] for c in pack.result.trace if "ann" in c["sources"]}
+    assert found_by_vector == {*ids, new_id}
+    assert "Lisbon" in pack.text
+    await started.aclose()
+
+
+async def test_whoever_writes_during_the_new_model_pass_is_embedded_next(
+    store: Store, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    people = []
+    for name in ("Ann", "Bo", "Cy"):
+        found = await resolve_address(store, "webchat", f"session-{name}", display_name=name)
+        people.append(found.person_id)
+        await service.ingest(
+            [
+                Episode(
+                    found.person_id, f"{name} keeps bees.", T0, "user", name, found.conversation_id
+                )
+            ]
+        )
+    await service.aclose()
+
+    gated = GatedEmbedder(embedder)
+    started = await MemoryService.start(store, memory_config, embedder=gated)
+    assert started.reembedding == 3  # Ann's batch is held at the gate
+    await started.build_pack(PackRequest(people[2], "what do I keep?", T0 + timedelta(days=1)))
+    gated.gate.set()
+    assert await started.reembedded() == 3
+    assert gated.texts == ["Ann: Ann keeps bees.", "Cy: Cy keeps bees.", "Bo: Bo keeps bees."]
+    await started.aclose()
+
+
+async def test_an_index_never_takes_a_vector_of_another_model(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    narrow = NarrowEmbedder(embedder)
+    service = service_for(store, memory_config, narrow)
+    ids = await ingest_lines(service, address)
+    await service.aclose()
+    # One item still holds a MiniLM vector (restored behind a pass, say), and the
+    # index files are gone, so the index is built from the store.
+    (old,) = await repo.get_items(store, [ids[0]])
+    await repo.set_vectors(store, [old.id], embedder.embed([old.content]), embedder.model_name)
+    for path in (memory_config.data_dir / "memory-index").iterdir():
+        path.unlink()
+
+    narrow.texts.clear()
+    again = service_for(store, memory_config, narrow)
+    index = await again.index(address.person_id)
+    assert index is not None
+    assert index.count == len(ids)
+    assert narrow.texts == [f"Sam: {old.content}"]
+    (fixed,) = await repo.get_items(store, [old.id])
+    assert fixed.embedding_model == "minilm-narrow-64"
+    pack = await again.build_pack(
+        PackRequest(address.person_id, "the name of my pet cat", T0 + timedelta(days=1))
+    )
+    assert "ann" in next(c["sources"] for c in pack.result.trace if c["id"] == old.id)
+    await again.aclose()
+
+
+async def test_supersession_compares_only_vectors_of_one_model(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    narrow = NarrowEmbedder(embedder)
+    service = service_for(store, memory_config, narrow)
+    older = await service.remember(
+        address.person_id, "My partner is called Robin.", at=T0, item_type=ItemType.RELATIONAL
+    )
+    # Its vector is still MiniLM's (its person's items are being embedded again).
+    await repo.set_vectors(
+        store, [older.item_id], embedder.embed([older.text]), embedder.model_name
+    )
+    newer = await service.remember(
+        address.person_id,
+        "My partner is called Robin Silva.",
+        at=T0 + timedelta(days=1),
+        item_type=ItemType.RELATIONAL,
+    )
+    # Compared by their words instead (3 of 4 shared), so the older one is replaced.
+    assert newer.superseded == ((older.item_id, older.text),)
+    (replaced,) = await repo.get_items(store, [older.item_id])
+    assert replaced.status is ItemStatus.SUPERSEDED
+    await service.aclose()
 
 
 async def test_indexes_left_by_another_database_are_rebuilt_not_trusted(
