@@ -971,3 +971,55 @@ async def test_the_offline_notice_is_neither_remembered_nor_judged(tmp_path: Pat
     assert [i.role for i in items if i.type is ItemType.EPISODE] == ["user"] * 4
     assert not any("language model" in i.content for i in items)
     assert verdicts == []
+
+
+async def test_the_panel_says_whose_items_wait_for_a_new_model(
+    memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    async with Store(memory_config.database_url) as store:
+        sam = await resolve_address(store, "webchat", "panel-wait-1", display_name="Sam")
+        service = service_for(store, memory_config, embedder)
+        await ingest_lines(service, sam)
+        await service.aclose()
+
+    gated, brain = GatedEmbedder(embedder), ScriptedBrain()
+    server = TestServer(create_app(memory_config, brain=brain, embedder=gated), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(server.make_url("/panel/memory")) as page:
+                html = await page.text()
+            assert "The embedding model is new (minilm-narrow-64)" in html
+            assert "the items of 1 person are getting its vectors" in html
+            async with session.get(server.make_url("/healthz")) as health:
+                assert (await health.json())["memory"]["people_being_embedded"] == 1
+
+            ws = await session.ws_connect(str(server.make_url("/ws?session=panel-wait-1")))
+            await ws.receive_json(timeout=5)
+            await ws.receive_json(timeout=5)
+            brain.script = ["Miso."]
+            await say(ws, "What is my cat called?", "c-1")
+            assert "Miso" in block(brain.requests[-1], BlockKind.MEMORY)
+            memory = server.app[GATEWAY].memory
+            assert memory is not None
+            await memory.traces_saved()
+            async with server.app[GATEWAY].store.session() as db:
+                (trace,) = (await db.scalars(select(MemoryTrace))).all()
+            async with session.get(server.make_url(f"/panel/memory/turns/{trace.turn_id}")) as page:
+                html = await page.text()
+            assert "words only: this person's items were getting the new embedding model" in html
+
+            gated.gate.set()
+            await memory.reembedded()
+            async with session.get(server.make_url("/panel/memory")) as page:
+                assert 'id="reembedding"' not in await page.text()
+            brain.script = ["Lisbon."]
+            await say(ws, "Where does my sister live?", "c-2")
+            await memory.traces_saved()
+            async with server.app[GATEWAY].store.session() as db:
+                last = (await db.scalars(select(MemoryTrace).order_by(MemoryTrace.id))).all()[-1]
+            async with session.get(server.make_url(f"/panel/memory/turns/{last.turn_id}")) as page:
+                assert "words and meaning (vectors)" in await page.text()
+            await ws.close()
+    finally:
+        await server.close()

@@ -118,12 +118,16 @@ def page_url(request: web.Request, offset: int) -> str:
 
 async def memory_page(request: web.Request) -> web.Response:
     f = item_filter(request.query)
-    items, total = await curator(request).find(f)
+    cur = curator(request)
+    items, total = await cur.find(f)
     return render(
         request,
         "memory.html",
         items=items,
         total=total,
+        # After a change of embedding model: who still waits for its vectors.
+        reembedding=cur.memory.reembedding,
+        model=cur.memory.embedder.model_name if cur.memory.embedder is not None else "",
         f=f,
         newer=page_url(request, f.offset - f.limit) if f.offset > 0 else None,
         older=page_url(request, f.offset + f.limit) if f.offset + f.limit < total else None,
