@@ -523,6 +523,29 @@ async def test_whoever_writes_during_the_new_model_pass_is_embedded_next(
     await started.aclose()
 
 
+async def test_a_stop_during_the_new_model_pass_loses_nothing(
+    store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    ids = await ingest_lines(service, address)
+    await service.aclose()
+
+    gated = GatedEmbedder(embedder)
+    stopped = await MemoryService.start(store, memory_config, embedder=gated)
+    assert stopped.reembedding == 1
+    await stopped.aclose()  # while its first batch is held at the gate
+    gated.gate.set()
+    items = await repo.get_items(store, ids)
+    assert {item.embedding_model for item in items} == {embedder.model_name}
+
+    narrow = NarrowEmbedder(embedder)
+    again = await MemoryService.start(store, memory_config, embedder=narrow)
+    assert await again.reembedded() == len(ids)
+    items = await repo.get_items(store, ids)
+    assert {item.embedding_model for item in items} == {"minilm-narrow-64"}
+    await again.aclose()
+
+
 async def test_an_index_never_takes_a_vector_of_another_model(
     store: Store, address: Address, memory_config: Config, embedder: SentenceEmbedder
 ) -> None:
