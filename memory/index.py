@@ -133,12 +133,22 @@ class PersonIndex:
                 self.origin = f"rebuilt: {reason}"
             else:
                 self.origin = "loaded"
-            missing = sorted(wanted - self._live)
-            leaving = sorted(self._live - wanted)
-            self._delete_locked(leaving)
+            missing, leaving = self._keep_only_locked(wanted)
             if (missing or leaving) and not reason:
                 self.origin = f"loaded, updated (+{len(missing)} -{len(leaving)})"
             return missing
+
+    def keep_only(self, ids: Iterable[int]) -> list[int]:
+        """Delete what is not in ``ids``; the ids still missing (the caller adds them)."""
+        with self._lock:
+            missing, _ = self._keep_only_locked({int(i) for i in ids})
+            return missing
+
+    def _keep_only_locked(self, wanted: set[int]) -> tuple[list[int], list[int]]:
+        missing = sorted(wanted - self._live)
+        leaving = sorted(self._live - wanted)
+        self._delete_locked(leaving)
+        return missing, leaving
 
     def _add_locked(self, ids: NDArray[np.int64], vectors: NDArray[np.float32]) -> None:
         if len(ids) == 0:

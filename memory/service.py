@@ -297,9 +297,9 @@ class MemoryService:
         embedder = self.embedder
         if embedder is None or person_id in self._reembedding:
             return None
-        found = self._indexes.get(person_id)
-        if found is not None:
-            return found
+        return self._indexes.get(person_id) or await self._open_index(person_id, embedder)
+
+    async def _open_index(self, person_id: int, embedder: Embedder) -> PersonIndex:
         lock = self._opening.setdefault(person_id, asyncio.Lock())
         async with lock:
             found = self._indexes.get(person_id)
@@ -314,11 +314,7 @@ class MemoryService:
                 store=self.store.identity,
             )
             index = PersonIndex(self.index_dir, person_id, params)
-            ids = await repo.indexable_ids(self.store, person_id)
-            missing = await asyncio.to_thread(index.open, ids)
-            if missing:
-                matrix = await self._current_vectors(missing)
-                await asyncio.to_thread(index.add, missing, matrix)
+            await self._fill_index(index, person_id, index.open)
             if index.origin != "loaded":
                 await asyncio.to_thread(index.save)
             log.info(
@@ -326,6 +322,17 @@ class MemoryService:
             )
             self._indexes[person_id] = index
             return index
+
+    async def _fill_index(
+        self, index: PersonIndex, person_id: int, keep: Callable[[list[int]], list[int]]
+    ) -> None:
+        """``keep`` the person's indexable ids in ``index`` (it returns those it lacks),
+        and add those with their vectors."""
+        ids = await repo.indexable_ids(self.store, person_id)
+        missing = await asyncio.to_thread(keep, ids)
+        if missing:
+            matrix = await self._current_vectors(missing)
+            await asyncio.to_thread(index.add, missing, matrix)
 
     async def lexical(self, person_id: int, *, wait: bool = False) -> LexicalIndex | None:
         """The person's in-memory full-text index; None while it is being built (its
@@ -634,6 +641,9 @@ class MemoryService:
             self._reembed_queue.insert(0, person_id)
 
     async def _reembed(self, batch: int) -> int:
+        embedder = self.embedder
+        if embedder is None:
+            return 0
         report_at = self.reembedded_items + BACKFILL_REPORT
         while self._reembed_queue:
             person_id = self._reembed_queue.pop(0)
@@ -651,7 +661,17 @@ class MemoryService:
                 # They stay on full text; the next start tries again.
                 log.exception("memory: could not embed the items of person %d", person_id)
                 continue
+            # Their index is rebuilt before their packs use vectors again, so none waits
+            # for it (at 100,000 items a rebuild takes a while). What was stored or
+            # retired meanwhile did not reach it: it is caught up once they are back.
+            index = None
+            try:
+                index = await self._open_index(person_id, embedder)
+            except (IndexUnavailable, EmbeddingUnavailable, StoreError):
+                log.exception("memory: could not build the index of person %d", person_id)
             self._reembedding.discard(person_id)
+            if index is not None:
+                await self._fill_index(index, person_id, index.keep_only)
         log.info("memory: %d items have vectors of this model now", self.reembedded_items)
         return self.reembedded_items
 

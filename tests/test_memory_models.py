@@ -34,6 +34,7 @@ from gateway.store.repo import Address, resolve_address
 from memory import repo
 from memory.curate import MemoryCurator
 from memory.embed import Embedder, SentenceEmbedder
+from memory.index import PersonIndex
 from memory.models import MemoryItem, MemoryTrace
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType, Tier
@@ -484,6 +485,9 @@ async def test_the_gateway_answers_while_a_new_model_embeds_the_store(
     (new_id,) = await ingesting
     assert await started.reembedded() == len(ids) - 1 + 1  # the four, then the restored one
     assert started.reembedding == 0
+    # Their index was rebuilt by the pass, before their next message needs it.
+    meta = memory_config.data_dir / "memory-index" / f"person-{address.person_id}.json"
+    assert json.loads(meta.read_text())["model"] == "minilm-narrow-64"
     assert started.dense_for(address.person_id)
     items = await repo.get_items(store, [*ids, new_id])
     assert {item.embedding_model for item in items} == {"minilm-narrow-64"}
@@ -544,6 +548,42 @@ async def test_a_stop_during_the_new_model_pass_loses_nothing(
     items = await repo.get_items(store, ids)
     assert {item.embedding_model for item in items} == {"minilm-narrow-64"}
     await again.aclose()
+
+
+async def test_what_comes_while_the_new_index_is_built_reaches_it(
+    store: Store,
+    address: Address,
+    memory_config: Config,
+    embedder: SentenceEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    service = service_for(store, memory_config, embedder)
+    ids = await ingest_lines(service, address)
+    await service.aclose()
+
+    # A message and a retirement arrive after the new index read the store, before the
+    # person's packs use it.
+    build = MemoryService._open_index
+    arrived: list[int] = []
+
+    async def build_then_news(self: MemoryService, person_id: int, model: Embedder) -> PersonIndex:
+        index = await build(self, person_id, model)
+        if not arrived:
+            late = Episode(person_id, "I bake sourdough on Sundays.", T0, "user", "Sam")
+            arrived.extend(await self.ingest([late]))
+            await self.retire(ids[0], ItemStatus.FORGOTTEN)
+        return index
+
+    monkeypatch.setattr(MemoryService, "_open_index", build_then_news)
+    started = await MemoryService.start(store, memory_config, embedder=NarrowEmbedder(embedder))
+    await started.reembedded()
+    assert arrived
+    pack = await started.build_pack(
+        PackRequest(address.person_id, "what do I bake", T0 + timedelta(days=1))
+    )
+    found_by_vector = {c["id"] for c in pack.result.trace if "ann" in c["sources"]}
+    assert found_by_vector == {*ids[1:], *arrived}
+    await started.aclose()
 
 
 async def test_an_index_never_takes_a_vector_of_another_model(
