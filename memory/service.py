@@ -30,7 +30,7 @@ from gateway.store import Store
 from gateway.zones import PersonZones
 from memory import repo
 from memory.decay import DecayPolicy, content_words, overlap
-from memory.embed import Embedder, EmbedQueue, SentenceEmbedder, from_blob
+from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.embed_onnx import model_cache
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
@@ -648,7 +648,7 @@ class MemoryService:
         while self._reembed_queue:
             person_id = self._reembed_queue.pop(0)
             try:
-                async for count in self._embed_stale(person_id, batch):
+                async for count in self._embed_stale(person_id, embedder, batch):
                     self.reembedded_items += count
                     if self.reembedded_items >= report_at:
                         log.info(
@@ -664,22 +664,24 @@ class MemoryService:
             # Their index is rebuilt before their packs use vectors again, so none waits
             # for it (at 100,000 items a rebuild takes a while). What was stored or
             # retired meanwhile did not reach it: it is caught up once they are back.
-            index = None
             try:
                 index = await self._open_index(person_id, embedder)
-            except (IndexUnavailable, EmbeddingUnavailable, StoreError):
-                log.exception("memory: could not build the index of person %d", person_id)
-            self._reembedding.discard(person_id)
-            if index is not None:
+                self._reembedding.discard(person_id)
                 await self._fill_index(index, person_id, index.keep_only)
+            except (IndexUnavailable, EmbeddingUnavailable, StoreError):
+                # Their next pack opens the index as any first pack does.
+                log.exception("memory: could not build the index of person %d", person_id)
+            finally:
+                self._reembedding.discard(person_id)
         log.info("memory: %d items have vectors of this model now", self.reembedded_items)
         return self.reembedded_items
 
-    async def _embed_stale(self, person_id: int, batch: int) -> AsyncIterator[int]:
-        """Embed the person's active items that have no vector of this model, by id;
-        yields each batch's count."""
-        assert self.embedder is not None
-        model, dim = self.embedder.model_name, self.embedder.dim
+    async def _embed_stale(
+        self, person_id: int, embedder: Embedder, batch: int
+    ) -> AsyncIterator[int]:
+        """Embed the person's active items that have no vector of ``embedder``'s model,
+        by id; yields each batch's count."""
+        model, dim = embedder.model_name, embedder.dim
         after = 0
         while True:
             rows = await repo.stale_vectors(self.store, person_id, model, dim, after, batch)
@@ -698,13 +700,17 @@ class MemoryService:
             yield len(ids)
 
     async def _current_vectors(self, ids: Sequence[int]) -> NDArray[np.float32]:
-        """Vectors of this model for ``ids`` (embedded items), rows in the same order: the
-        stored ones, and any still of another model embedded now (an item restored
-        while its person's items were being embedded again)."""
+        """Vectors of this model for ``ids``, rows in the same order: the stored ones,
+        and any missing or still of another model embedded now and stored (an item
+        restored while its person's items were being embedded again)."""
         assert self.embedder is not None
         model, dim = self.embedder.model_name, self.embedder.dim
         stored = await repo.stored_vectors(self.store, ids)
-        stale = [i for i in ids if stored[i][1] != model or stored[i][0].shape[0] != dim]
+        stale = [
+            i
+            for i in ids
+            if i not in stored or stored[i][1] != model or stored[i][0].shape[0] != dim
+        ]
         if stale:
             rows = {item.id: item for item in await repo.get_items(self.store, stale)}
             texts = [embedding_text(rows[i].type, rows[i].speaker, rows[i].content) for i in stale]
@@ -761,20 +767,9 @@ class MemoryService:
 
     async def vector_of(self, item: MemoryItem) -> NDArray[np.float32] | None:
         """The item's vector of this model: the stored one, else embedded now and stored."""
-        embedder = self.embedder
-        if embedder is None:
+        if self.embedder is None:
             return None
-        if (
-            item.embedding is not None
-            and item.embedding_model == embedder.model_name
-            and len(item.embedding) == embedder.dim * 4
-        ):
-            return from_blob(item.embedding)
-        matrix = await self._embed([embedding_text(item.type, item.speaker, item.content)])
-        if matrix is None:
-            return None
-        await repo.set_vectors(self.store, [item.id], matrix, embedder.model_name)
-        vector: NDArray[np.float32] = matrix[0]
+        vector: NDArray[np.float32] = (await self._current_vectors([item.id]))[0]
         return vector
 
     async def remember(
@@ -1004,7 +999,8 @@ class MemoryService:
                     filtered=list(result.filtered),
                     notes={
                         "dense": dense,
-                        "reembedding": request.person_id in self._reembedding,
+                        # Searched without vectors while theirs are redone.
+                        "reembedding": self.dense and not dense,
                         "searched": searched,
                         "notes": list(request.notes),
                         "timings_ms": {k: round(v, 2) for k, v in timings.items()},
