@@ -10,14 +10,23 @@ people are named ("Web visitor 3" or the name they gave), never a session id.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, expect
 
 from gateway.brains.offline import OfflineBrain
+from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
-from tests.conftest import RunningGateway, requires_chromium, screenshot, start_gateway
+from tests.conftest import (
+    RunningGateway,
+    make_config,
+    requires_chromium,
+    screenshot,
+    start_gateway,
+)
+from tests.panel_support import PANEL_SECTIONS, seed
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -103,5 +112,79 @@ async def test_the_offline_banner_is_compact_dismissible_and_links_the_panel(
         await expect(page.locator("#conn")).to_have_attribute("data-state", "open")
         await expect(page.locator("#brain-name")).to_have_text("brain: offline")
         await expect(banner).to_be_hidden()
+    finally:
+        await page.context.close()
+
+
+# -- the panel ------------------------------------------------------------------------
+
+PANEL_PAGES = (
+    "/panel",
+    "/panel/observations",
+    "/panel/drift",
+    "/panel/memory",
+    "/panel/persona",
+    "/panel/conversations",
+)
+
+# For every table: the nearest ancestor that scrolls sideways, its widths and whether
+# its cue is shown.
+TABLE_FRAMES = """() => [...document.querySelectorAll('table')].map(table => {
+  let el = table.parentElement;
+  while (el && el !== document.body) {
+    const style = getComputedStyle(el);
+    if (style.overflowX === 'auto' || style.overflowX === 'scroll') break;
+    el = el.parentElement;
+  }
+  if (!el || el === document.body) return {id: table.id, frame: false};
+  const cue = el.parentElement.querySelector(':scope > .scroll-cue');
+  return {
+    id: table.id,
+    frame: true,
+    overflows: el.scrollWidth > el.clientWidth + 1,
+    cue: Boolean(cue) && getComputedStyle(cue).display !== 'none'
+      && cue.getBoundingClientRect().height > 0,
+    marked: el.dataset.overflow === 'true',
+  };
+})"""
+
+
+@pytest.fixture
+def panel_config(tmp_path: Path) -> Config:
+    return make_config(tmp_path, **PANEL_SECTIONS)
+
+
+@pytest.fixture
+async def panel(panel_config: Config) -> AsyncIterator[tuple[RunningGateway, ScriptedBrain]]:
+    brain = ScriptedBrain()
+    server, session = await start_gateway(panel_config, brain)
+    running = RunningGateway(server, session)
+    try:
+        await seed(running, brain)
+        yield running, brain
+    finally:
+        await session.close()
+        await server.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_panel_tables_scroll_in_a_frame_with_a_cue(
+    browser: Browser, panel: tuple[RunningGateway, ScriptedBrain], size: dict[str, int]
+) -> None:
+    running, _ = panel
+    page = await sized_page(browser, size)
+    try:
+        for path in (*PANEL_PAGES, "/panel/conversations/1"):
+            await page.goto(running.url(path))
+            await page.wait_for_load_state("load")
+            assert await page_overflow(page) <= 0, path
+            frames: list[dict[str, Any]] = await page.evaluate(TABLE_FRAMES)
+            for frame in frames:
+                assert frame["frame"], (path, frame)
+                # A table wider than its frame says so; one that fits shows no cue.
+                assert frame["cue"] == frame["overflows"] == frame["marked"], (path, frame)
+            if size is PHONE and path in ("/panel/memory", "/panel/conversations"):
+                assert any(f["overflows"] and f["cue"] for f in frames), path
+            await screenshot(page, f"newcomer-panel{path.replace('/', '-')}-{size['width']}.png")
     finally:
         await page.context.close()

@@ -3,7 +3,9 @@
 //   data-confirm) and reload, or go to data-then;
 // - form[data-api] sends its fields as JSON to data-url with data-method;
 // - [data-chart="drift"] and [data-chart="bars"] draw inline SVG charts from the
-//   JSON in a <script type="application/json"> named by data-source.
+//   JSON in a <script type="application/json"> named by data-source;
+// - a .table-wrap whose table is wider than it (a phone) is marked data-overflow
+//   and shows the cue line before it ("scroll sideways").
 "use strict";
 
 (() => {
@@ -223,4 +225,39 @@
     if (el.dataset.chart === "drift") drawDrift(el);
     else if (el.dataset.chart === "bars") drawBars(el);
   }
+
+  // Wide tables scroll inside their frame, never the page: the frame says so with a
+  // cue line and edge shadows while there is more to see.
+  const frames = [...document.querySelectorAll("table")].map((table) => {
+    let wrap = table.closest(".table-wrap");
+    if (!wrap) {
+      wrap = document.createElement("div");
+      wrap.className = "table-wrap";
+      table.replaceWith(wrap);
+      wrap.append(table);
+    }
+    let cue = wrap.previousElementSibling;
+    if (!cue || !cue.classList.contains("scroll-cue")) {
+      cue = document.createElement("p");
+      cue.className = "scroll-cue";
+      cue.setAttribute("aria-hidden", "true");
+      cue.textContent = "More columns: scroll the table sideways →";
+      wrap.before(cue);
+    }
+    return { wrap, cue };
+  });
+
+  function markOverflow({ wrap, cue }) {
+    const over = wrap.scrollWidth > wrap.clientWidth + 1;
+    wrap.dataset.overflow = String(over);
+    wrap.dataset.end = String(wrap.scrollLeft + wrap.clientWidth >= wrap.scrollWidth - 1);
+    wrap.dataset.start = String(wrap.scrollLeft <= 0);
+    cue.hidden = !over;
+  }
+
+  for (const frame of frames) {
+    markOverflow(frame);
+    frame.wrap.addEventListener("scroll", () => markOverflow(frame), { passive: true });
+  }
+  window.addEventListener("resize", () => frames.forEach(markOverflow));
 })();
