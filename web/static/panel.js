@@ -1,6 +1,7 @@
 // agentgw panel: small vanilla JavaScript, no build step, no external assets.
 // - [data-action] buttons call the JSON API (data-method, data-url, data-body,
-//   data-confirm) and reload, or go to data-then;
+//   data-confirm) and reload, or go to data-then; with data-flash="key", the
+//   answer's "key" is shown on the reloaded page;
 // - form[data-api] sends its fields as JSON to data-url with data-method;
 // - [data-chart="drift"] and [data-chart="bars"] draw inline SVG charts from the
 //   JSON in a <script type="application/json"> named by data-source;
@@ -43,7 +44,18 @@
     return data;
   }
 
+  // A message that outlives the reload after an action (its result, say).
+  const FLASH_KEY = "agentgw.panel.flash";
+
   function after(el, data) {
+    const said = el.dataset.flash && data?.[el.dataset.flash];
+    if (said) {
+      try {
+        window.sessionStorage.setItem(FLASH_KEY, String(said));
+      } catch {
+        // Storage off: the result is not carried over the reload.
+      }
+    }
     const then = el.dataset.then || data?.redirect;
     if (then) window.location.assign(then);
     else window.location.reload();
@@ -219,6 +231,16 @@
       num.textContent = value.toFixed(2);
     });
     container.prepend(svg);
+  }
+
+  try {
+    const carried = window.sessionStorage.getItem(FLASH_KEY);
+    if (carried) {
+      window.sessionStorage.removeItem(FLASH_KEY);
+      flash(carried, "ok");
+    }
+  } catch {
+    // Storage off: nothing was carried.
   }
 
   for (const el of document.querySelectorAll("[data-chart]")) {
