@@ -26,7 +26,7 @@ from tests.conftest import (
     screenshot,
     start_gateway,
 )
-from tests.panel_support import PANEL_SECTIONS, seed
+from tests.panel_support import PANEL_SECTIONS, chat, seed
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -186,5 +186,30 @@ async def test_panel_tables_scroll_in_a_frame_with_a_cue(
             if size is PHONE and path in ("/panel/memory", "/panel/conversations"):
                 assert any(f["overflows"] and f["cue"] for f in frames), path
             await screenshot(page, f"newcomer-panel{path.replace('/', '-')}-{size['width']}.png")
+    finally:
+        await page.context.close()
+
+
+async def test_observe_now_from_the_phone(
+    browser: Browser, panel: tuple[RunningGateway, ScriptedBrain]
+) -> None:
+    running, brain = panel
+    brain.script = ["Tea, then."]
+    await chat(running, ["I prefer tea."], session="panel-session-2")
+    page = await sized_page(browser, PHONE)
+    try:
+        await page.goto(running.url("/panel/observations"))
+        await expect(page.locator("#observer-runs")).to_contain_text("When the observer runs")
+        row = page.locator("#unread tr", has_text="Web visitor 2")
+        await expect(row).to_have_count(1)
+        await row.get_by_role("button", name="Observe now").click()
+        await expect(page.locator("#flash")).to_be_visible()
+        await expect(page.locator("#flash")).to_contain_text(
+            "Observed 2 messages of Web visitor 2 (rules)"
+        )
+        await expect(page.locator("#timeline")).to_contain_text("tea")
+        await expect(page.locator("#unread tr", has_text="Web visitor 2")).to_have_count(0)
+        assert await page_overflow(page) <= 0
+        await screenshot(page, "newcomer-panel-observe-now-390.png")
     finally:
         await page.context.close()
