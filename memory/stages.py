@@ -10,6 +10,7 @@ person's message and the reply as episodes and reinforces what the pack held.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field, replace
 
 from gateway.brains.base import BlockKind, Recollection
@@ -26,6 +27,8 @@ from memory.types import ItemStatus, ItemType
 log = logging.getLogger(__name__)
 
 PERSON_SPEAKER = "Person"
+# The speaker an observation quoting a message starts with ("The person: ", "Sam: ").
+_QUOTED = re.compile(r"^[A-Z][\w .'-]{0,40}:\s+")
 
 
 def history_window(turn: TurnContext, budget_tokens: int) -> frozenset[int]:
@@ -167,15 +170,15 @@ class MemoryPackStage:
         seen: set[str] = set()
         held: list[Recollection] = []
         for row in rows:
-            if row.type is ItemType.EPISODE and (
-                parse_command(row.content) is not None or asks(row.content)
-            ):
+            # The rule observer quotes a message as "The person: …": the same statement.
+            said = row.content if row.type is ItemType.EPISODE else _QUOTED.sub("", row.content)
+            if parse_command(said) is not None or asks(said):
                 continue
-            key = " ".join(row.content.lower().split())
+            key = " ".join(said.lower().split())
             if key in seen:
                 continue
             seen.add(key)
-            clean = sanitize(row.content)
+            clean = sanitize(said)
             held.append(
                 Recollection(
                     local(row.occurred_at, zone).date(), row.role, row.type.value, clean.text

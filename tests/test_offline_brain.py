@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestServer
 
-from gateway.app import GATEWAY, create_app
+from gateway.app import GATEWAY, Gateway, create_app
 from gateway.brains.base import BrainRequest, ChatMessage, Recall, Recollection
 from gateway.brains.offline import HOW_TO, SHORT_NOTE, OfflineBrain
 from gateway.config import Config
@@ -38,7 +38,9 @@ async def say(ws: aiohttp.ClientWebSocketResponse, text: str, client_id: str) ->
 
 
 @asynccontextmanager
-async def chat(config: Config, session_name: str) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
+async def chat(
+    config: Config, session_name: str
+) -> AsyncIterator[tuple[aiohttp.ClientWebSocketResponse, Gateway]]:
     server = TestServer(create_app(config, brain=OfflineBrain()), host="127.0.0.1")
     await server.start_server()
     try:
@@ -48,7 +50,7 @@ async def chat(config: Config, session_name: str) -> AsyncIterator[aiohttp.Clien
         ):
             await ws.receive_json(timeout=5)
             await ws.receive_json(timeout=5)
-            yield ws
+            yield ws, server.app[GATEWAY]
             # The last turn's ingest (after the reply) is done before the server stops.
             assert await server.app[GATEWAY].router.drain(timeout=20)
     finally:
@@ -98,7 +100,7 @@ def test_questions_about_the_person_are_recognised() -> None:
 
 async def test_a_remember_request_is_confirmed_without_the_models_frame(tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    async with chat(config, "offline-frame-1") as ws:
+    async with chat(config, "offline-frame-1") as (ws, _):
         first = await say(ws, "Remember that I'm allergic to cats", "f-1")
         assert first.startswith(HOW_TO)
         assert "I'll remember “I'm allergic to cats”" in first
@@ -114,7 +116,7 @@ async def test_a_remember_request_is_confirmed_without_the_models_frame(tmp_path
 async def test_a_pack_of_earlier_messages_is_a_dated_list(tmp_path: Path) -> None:
     # No verbatim history next to the pack: earlier messages come back through it.
     config = make_config(tmp_path, memory={"embedder": "none", "history_tokens": 1})
-    async with chat(config, "offline-pack-1") as ws:
+    async with chat(config, "offline-pack-1") as (ws, _):
         await say(ws, "My sister Ines plays the cello in Porto.", "p-1")
         reply = await say(ws, "When is Ines playing the cello next?", "p-2")
     today = date.today()
@@ -125,7 +127,7 @@ async def test_a_pack_of_earlier_messages_is_a_dated_list(tmp_path: Path) -> Non
 
 async def test_what_do_you_remember_lists_this_conversation(tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    async with chat(config, "offline-about-1") as ws:
+    async with chat(config, "offline-about-1") as (ws, _):
         await say(ws, "Remember that I'm allergic to cats", "a-1")
         await say(ws, "I live in Porto and I work as a nurse.", "a-2")
         reply = await say(ws, "What do you remember about me?", "a-3")
@@ -138,7 +140,20 @@ async def test_what_do_you_remember_lists_this_conversation(tmp_path: Path) -> N
     assert reply.endswith(SHORT_NOTE)
 
     # A restart does not make it repeat the paragraph: the stored turns say it was given.
-    async with chat(config, "offline-about-1") as ws:
+    async with chat(config, "offline-about-1") as (ws, _):
         after = await say(ws, "What do you know about me", "a-4")
     assert HOW_TO not in after
     assert "I live in Porto and I work as a nurse." in after
+
+
+async def test_what_the_observer_quoted_is_not_listed_twice(tmp_path: Path) -> None:
+    # The rule observer reads after a few words and stores "The person: …" items.
+    config = make_config(tmp_path, observe={"observer_tokens": 5})
+    async with chat(config, "offline-about-2") as (ws, gateway):
+        await say(ws, "I prefer green tea to coffee.", "q-1")
+        assert gateway.persona is not None
+        assert await gateway.router.drain(timeout=20)
+        assert await gateway.persona.idle(timeout=20)
+        reply = await say(ws, "What do you know about me?", "q-2")
+    assert reply.count("I prefer green tea to coffee.") == 1
+    assert "The person:" not in reply
