@@ -20,7 +20,13 @@ from gateway import __version__
 from gateway.brains import build_brain
 from gateway.brains.base import Brain
 from gateway.config import Config
-from gateway.context import ClockStage, PersonaStage, RecentHistoryStage, load_persona
+from gateway.context import (
+    ClockStage,
+    OfflineNoticeStage,
+    PersonaStage,
+    RecentHistoryStage,
+    load_persona,
+)
 from gateway.errors import DatabaseInUse
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes, apply_config_links
@@ -83,14 +89,18 @@ def build_stages(
     config: Config,
     memory_pack: MemoryPackStage | None = None,
     zones: PersonZones | None = None,
+    offline: OfflineNoticeStage | None = None,
 ) -> list[ContextStage]:
     persona = load_persona(config.agent.persona_file, config.agent.name)
     clock = ClockStage(zones if zones is not None else PersonZones(None, config.zone))
+    # Only the offline brain reads whether its notice was given (one query a turn).
+    extra: list[ContextStage] = [offline] if offline is not None else []
     if memory_pack is None:
         return [
             PersonaStage(persona),
             clock,
             RecentHistoryStage(config.context.history_tokens),
+            *extra,
         ]
     # The pack recalls older messages; only the last exchanges stay verbatim.
     return [
@@ -98,6 +108,7 @@ def build_stages(
         clock,
         memory_pack,
         RecentHistoryStage(memory_pack.history_tokens),
+        *extra,
     ]
 
 
@@ -154,7 +165,10 @@ def create_app(
                 # The embedding model loads once, in a worker thread.
                 memory = await MemoryService.start(store, config, embedder=embedder, zones=zones)
                 memory_pack = MemoryPackStage(
-                    memory, config.memory.history_tokens, agent_name=config.agent.name
+                    memory,
+                    config.memory.history_tokens,
+                    agent_name=config.agent.name,
+                    about_person_items=config.memory.about_person_items,
                 )
                 memory_after = [MemoryIngestStage(memory, memory_pack)]
                 supervisor.spawn("memory-upkeep", memory.upkeep_forever())
@@ -176,7 +190,12 @@ def create_app(
                 store,
                 the_brain,
                 [
-                    *build_stages(config, memory_pack, zones),
+                    *build_stages(
+                        config,
+                        memory_pack,
+                        zones,
+                        OfflineNoticeStage(store) if the_brain.name == "offline" else None,
+                    ),
                     *(persona_loop.context_stages if config.persona.enabled else []),
                 ],
                 hub,

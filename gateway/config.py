@@ -410,6 +410,9 @@ class MemoryConfig:
     # Upkeep deletes traces older than this many days (0: keeps every trace). A trace
     # explains one pack ("why did it remember that?"); ~3 KB each, one per turn.
     trace_keep_days: float = 90.0
+    # "What do you remember about me?" lists at most this many of the person's newest
+    # memories (their own statements, this conversation's included, and stored facts).
+    about_person_items: int = 15
 
 
 @dataclass(frozen=True)
@@ -585,6 +588,7 @@ def _validate_memory(memory: MemoryConfig) -> None:
         "frequency_half_count": memory.frequency_half_count,
         "upkeep_interval_s": memory.upkeep_interval_s,
         "forget_max_items": memory.forget_max_items,
+        "about_person_items": memory.about_person_items,
     }
     for name, value in positive.items():
         if value <= 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC
 from importlib import resources
 from pathlib import Path
@@ -10,6 +10,8 @@ from pathlib import Path
 from gateway.brains.base import BlockKind, ChatMessage
 from gateway.clock import local, zone_label
 from gateway.prompt import PromptDraft, TurnContext
+from gateway.store import Store
+from gateway.store.repo import replied_by
 from gateway.tokens import estimate_tokens
 from gateway.zones import PersonZones
 
@@ -78,3 +80,20 @@ class RecentHistoryStage:
         while kept and kept[0].role != "user":
             kept.pop(0)
         draft.history = kept
+
+
+@dataclass(frozen=True)
+class OfflineNoticeStage:
+    """Whether the offline brain already said, in this conversation, that no model is
+    configured: read from the stored turns, so a restart does not make it repeat."""
+
+    store: Store
+    brain: str = "offline"
+
+    @property
+    def name(self) -> str:
+        return "offline-notice"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        given = await replied_by(self.store, turn.conversation_id, self.brain, turn.turn_id)
+        draft.recall = replace(draft.recall, offline_notice_given=given)

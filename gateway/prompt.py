@@ -16,6 +16,7 @@ from gateway.brains.base import (
     BrainRequest,
     ChatMessage,
     Purpose,
+    Recall,
     Role,
     SystemBlock,
 )
@@ -59,6 +60,8 @@ class PromptDraft:
 
     blocks: dict[BlockKind, list[str]] = field(default_factory=dict)
     history: list[ChatMessage] = field(default_factory=list)
+    # The same memory as data, for a brain that cannot read the prompt (offline).
+    recall: Recall = field(default_factory=Recall)
 
     def add(self, kind: BlockKind, text: str) -> None:
         if text.strip():
@@ -93,6 +96,7 @@ class PromptDraft:
             purpose=Purpose.REPLY,
             max_tokens=max_tokens,
             temperature=temperature,
+            recall=self.recall,
         )
 
 

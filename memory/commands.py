@@ -66,6 +66,20 @@ def parse_command(message: str) -> MemoryCommand | None:
     return None
 
 
+# "What do you remember about me?", "what do you know about me", "what have I told you?"
+_ABOUT_PERSON = re.compile(
+    r"\b(?:what|anything|everything)\b[^.?!]{0,30}\b(?:remember|know|recall|stored?|kept)\b"
+    r"[^.?!]{0,20}\b(?:about|of|on)\s+me\b|"
+    r"\bwhat\s+(?:have|did)\s+i\s+(?:told|tell|said|say|shared|share)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_person(message: str) -> bool:
+    """Whether ``message`` asks what is remembered about the person."""
+    return _ABOUT_PERSON.search(message) is not None
+
+
 _PERSONA = re.compile(
     r"\b(?:my name is|call me|i am an?|i'm an?|i work as|i work at|i live in|i'm from|"
     r"i am from|my pronouns|my birthday|i was born)\b",

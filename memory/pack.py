@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from gateway.brains.base import Recollection
 from gateway.clock import local, local_day
 from memory.decay import DecayPolicy
 from memory.sanitize import sanitize
@@ -117,6 +118,8 @@ class PackResult:
     # candidate, a millisecond for a hundred) are built where the trace is stored,
     # off the reply's path.
     explain: Callable[[], tuple[dict[str, Any], ...]] = field(repr=False, compare=False)
+    # The kept items as data (day, who, sanitised text), in the pack's order.
+    recollections: tuple[Recollection, ...] = ()
 
     @cached_property
     def trace(self) -> tuple[dict[str, Any], ...]:
@@ -134,6 +137,7 @@ class _Scored:
     decision: str = "dropped"
     reason: str = ""
     line: str = ""
+    recollection: Recollection | None = None
 
 
 def _scaled_dense(candidates: Sequence[Candidate]) -> NDArray[np.float64]:
@@ -379,6 +383,9 @@ def select(
             return
         clean, speaker = sanitize(item.content), sanitize(item.speaker)
         entry.line = render_line(item, clean.text, speaker.text, settings.zone)
+        entry.recollection = Recollection(
+            local(item.occurred_at, settings.zone).date(), item.role, item.type.value, clean.text
+        )
         cost = len(entry.line) + 1
         quota = settings.type_quota.get(item.type, 1.0) * budget_chars
         if per_type.get(item.type, 0) + cost > quota and not pinned:
@@ -441,6 +448,7 @@ def select(
         kept=tuple(e.candidate.item.id for e in kept),
         filtered=tuple(filtered),
         explain=lambda: _trace(scored, signals),
+        recollections=tuple(e.recollection for e in kept if e.recollection is not None),
     )
 
 

@@ -809,6 +809,42 @@ async def speaker_names(store: Store, person_id: int) -> list[str]:
         return sorted({name.split()[0] for name in rows.all() if name.strip()})
 
 
+@dataclass(frozen=True)
+class HeldItem:
+    """A recallable item as "what do you remember about me?" lists it."""
+
+    id: int
+    type: ItemType
+    role: str
+    content: str
+    occurred_at: datetime
+
+
+async def held_for_person(store: Store, person_id: int, limit: int) -> list[HeldItem]:
+    """The person's newest recallable items: their own messages (episodes said by them,
+    this conversation's included) and every stored fact, preference...; never the
+    agent's words. Newest first."""
+    query = (
+        select(
+            MemoryItem.id,
+            MemoryItem.type,
+            MemoryItem.role,
+            MemoryItem.content,
+            MemoryItem.occurred_at,
+        )
+        .where(
+            MemoryItem.person_id == person_id,
+            MemoryItem.status == ItemStatus.ACTIVE,
+            or_(MemoryItem.type != ItemType.EPISODE, MemoryItem.role == "user"),
+        )
+        .order_by(MemoryItem.occurred_at.desc(), MemoryItem.id.desc())
+        .limit(limit)
+    )
+    async with store.reader() as session:
+        rows = await session.execute(query)
+        return [HeldItem(*row) for row in rows.all()]
+
+
 async def existing_refs(store: Store, person_id: int, refs: Sequence[str]) -> set[str]:
     """Which of these source refs already have an item (a retried turn is not stored twice)."""
     if not refs:

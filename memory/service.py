@@ -952,6 +952,9 @@ class MemoryService:
             for item_id in ids:
                 sources.setdefault(item_id, set()).add(name)
         lexical_of = dict(found_sources.lexical)
+        # What the searches found, and how much of it the recent history already holds
+        # (the trace says why a pack is empty).
+        found = {"items": 0, "in_history": 0}
 
         def assemble_and_select(fetched: repo.Fetched) -> PackResult:
             candidates = {
@@ -965,6 +968,8 @@ class MemoryService:
                 for item_id, (view, vector) in fetched.rows.items()
                 if not set(view.source_message_ids) & request.exclude_message_ids
             }
+            found["items"] = len(fetched.rows)
+            found["in_history"] = len(fetched.rows) - len(candidates)
             self._link_neighbours(candidates, fetched.links)
             timings["candidates_ms"] = (time.perf_counter() - started) * 1000
             return select(
@@ -1003,6 +1008,8 @@ class MemoryService:
                         "reembedding": self.dense and not dense,
                         "searched": searched,
                         "notes": list(request.notes),
+                        "found": found["items"],
+                        "in_history": found["in_history"],
                         "timings_ms": {k: round(v, 2) for k, v in timings.items()},
                     },
                 ),

@@ -10,19 +10,25 @@ person's message and the reply as episodes and reinforces what the pack held.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
-from gateway.brains.base import BlockKind
+from gateway.brains.base import BlockKind, Recollection
+from gateway.clock import local
 from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
 from gateway.tokens import estimate_tokens
 from memory import repo
-from memory.commands import CommandKind, MemoryCommand, parse_command
+from memory.commands import CommandKind, MemoryCommand, asks_about_person, parse_command
+from memory.pack import asks
+from memory.sanitize import sanitize
 from memory.service import Episode, Forgotten, MemoryService, PackRequest, Remembered
-from memory.types import ItemStatus
+from memory.types import ItemStatus, ItemType
 
 log = logging.getLogger(__name__)
 
 PERSON_SPEAKER = "Person"
+# The speaker an observation quoting a message starts with ("The person: ", "Sam: ").
+_QUOTED = re.compile(r"^[A-Z][\w .'-]{0,40}:\s+")
 
 
 def history_window(turn: TurnContext, budget_tokens: int) -> frozenset[int]:
@@ -63,6 +69,23 @@ def remember_texts(done: Remembered) -> tuple[str, str]:
     return note, guidance
 
 
+def remember_said(done: Remembered) -> str:
+    """What the person is told after a "remember" request when no model words it."""
+    replaced = ""
+    if done.superseded:
+        replaced = " It replaces " + ", ".join(_quote(t, 80) for _, t in done.superseded) + "."
+    return f"I'll remember {_quote(done.text)} (stored as a {done.type.value}).{replaced}"
+
+
+def forget_said(done: Forgotten) -> str:
+    """What the person is told after a "forget" request when no model words it."""
+    if not done.items:
+        return f"Nothing I remember matched {_quote(done.query)}, so nothing was forgotten."
+    count = len(done.items)
+    noun = "memory" if count == 1 else "memories"
+    return f"Forgotten: {count} {noun} about {_quote(done.query)} will not be recalled again."
+
+
 def forget_texts(done: Forgotten) -> tuple[str, str]:
     """(note inside the pack, guidance for the model) after a "forget" request."""
     if not done.items:
@@ -93,6 +116,8 @@ class MemoryPackStage:
     # The budget of the verbatim recent history next to the pack (its messages are not packed).
     history_tokens: int
     agent_name: str = "Ada"
+    # At most this many memories answer "what do you remember about me?".
+    about_person_items: int = 15
     _names: dict[int, str] = field(default_factory=dict)
 
     @property
@@ -108,10 +133,12 @@ class MemoryPackStage:
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
         notes: list[str] = []
+        said: list[str] = []
         command = parse_command(turn.text)
         if command is not None:
-            note, guidance = await self._honour(turn, command)
+            note, guidance, told = await self._honour(turn, command)
             notes.append(note)
+            said.append(told)
             draft.add(BlockKind.GUIDANCE, guidance)
         pack = await self.service.build_pack(
             PackRequest(
@@ -124,8 +151,45 @@ class MemoryPackStage:
             )
         )
         draft.add(BlockKind.MEMORY, pack.text)
+        draft.recall = replace(
+            draft.recall,
+            notes=tuple(said),
+            items=pack.result.recollections,
+            about_person=await self.held(turn) if asks_about_person(turn.text) else None,
+        )
 
-    async def _honour(self, turn: TurnContext, command: MemoryCommand) -> tuple[str, str]:
+    async def held(self, turn: TurnContext) -> tuple[Recollection, ...]:
+        """What memory holds for the person, newest first, this conversation included
+        (the pack leaves out the recent history a model reads verbatim; this answer
+        is the memory itself). Their requests and questions are not things they told."""
+        zone = await self.service.zones.of(turn.person_id)
+        # Read more than listed: requests, questions and repeats are dropped below.
+        rows = await repo.held_for_person(
+            self.service.store, turn.person_id, self.about_person_items * 3
+        )
+        seen: set[str] = set()
+        held: list[Recollection] = []
+        for row in rows:
+            # The rule observer quotes a message as "The person: …": the same statement.
+            said = row.content if row.type is ItemType.EPISODE else _QUOTED.sub("", row.content)
+            if parse_command(said) is not None or asks(said):
+                continue
+            key = " ".join(said.lower().split())
+            if key in seen:
+                continue
+            seen.add(key)
+            clean = sanitize(said)
+            held.append(
+                Recollection(
+                    local(row.occurred_at, zone).date(), row.role, row.type.value, clean.text
+                )
+            )
+            if len(held) == self.about_person_items:
+                break
+        return tuple(held)
+
+    async def _honour(self, turn: TurnContext, command: MemoryCommand) -> tuple[str, str, str]:
+        """(note inside the pack, guidance for the model, what the person is told)."""
         if command.kind is CommandKind.REMEMBER:
             done = await self.service.remember(
                 turn.person_id,
@@ -136,9 +200,9 @@ class MemoryPackStage:
                 conversation_id=turn.conversation_id,
                 channel=turn.channel,
             )
-            return remember_texts(done)
+            return (*remember_texts(done), remember_said(done))
         forgotten = await self.service.forget(turn.person_id, command.text, at=turn.received_at)
-        return forget_texts(forgotten)
+        return (*forget_texts(forgotten), forget_said(forgotten))
 
 
 @dataclass

@@ -78,7 +78,7 @@ from persona.judge import (
 from persona.judge_llm import LLMJudge
 from persona.judge_local import LocalJudge
 from persona.models import ActionKind, PersonaAction
-from persona.observations import ObservationLog, ObservePass
+from persona.observations import ObservationLog, ObservePass, PassResult
 from persona.state import MergePolicy, PersonaBook, initial_state, load_exemplars
 
 log = logging.getLogger(__name__)
@@ -445,6 +445,22 @@ class PersonaLoop:
         except RuntimeError:
             self._observing.discard(conversation_id)
             raise
+
+    async def observe_now(self, conversation_id: int, person_id: int) -> PassResult | None:
+        """A pass over the conversation's unobserved messages now, however few (the
+        panel's "observe now"); None when none are left. It runs as this loop's task,
+        like every pass: shutdown waits for it, and a page that goes away does not cut
+        it short. A reply being judged is judged first (its verdict feeds the pass)."""
+        done: list[PassResult | None] = []
+        judging = self._judging.get(conversation_id)
+
+        async def run() -> None:
+            if judging is not None:
+                await asyncio.wait({judging})
+            done.append(await self.observe_pass.run(conversation_id, person_id, force=True))
+
+        await asyncio.shield(self._spawn(f"observe-now-conversation-{conversation_id}", run()))
+        return done[0] if done else None
 
     async def _observe(self, judging: asyncio.Task[Any] | None, turn: TurnContext) -> None:
         try:

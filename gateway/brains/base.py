@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Literal, Protocol, runtime_checkable
 
 from gateway.errors import BrainInterrupted
@@ -49,12 +50,45 @@ class ChatMessage:
 
 
 @dataclass(frozen=True)
+class Recollection:
+    """One remembered thing as data: the day it was said, by whom, the text (sanitised)."""
+
+    day: date
+    # "user" for the person's own words, "assistant" for the agent's, "" for a stored
+    # fact, preference... (``kind`` says which).
+    role: str
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What memory holds for this message, as data rather than prompt text.
+
+    A model reads the MEMORY block; a brain that cannot read (the offline one)
+    renders this for the person instead of showing the model's frame.
+    """
+
+    # What was just remembered or forgotten at the person's request, said to them.
+    notes: tuple[str, ...] = ()
+    # The Memory Pack's kept items, most relevant first.
+    items: tuple[Recollection, ...] = ()
+    # Set when the message asks what is remembered about the person: what memory holds
+    # for them, this conversation included (newest first); None otherwise.
+    about_person: tuple[Recollection, ...] | None = None
+    # The offline brain's notice was already given in this conversation (from the stored
+    # turns, so it holds across restarts).
+    offline_notice_given: bool = False
+
+
+@dataclass(frozen=True)
 class BrainRequest:
     system: tuple[SystemBlock, ...]
     messages: tuple[ChatMessage, ...]
     purpose: Purpose = Purpose.REPLY
     max_tokens: int = 1024
     temperature: float | None = None
+    recall: Recall = field(default_factory=Recall)
 
     def system_text(self) -> str:
         return "\n\n".join(block.text for block in self.system)

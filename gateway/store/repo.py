@@ -295,6 +295,22 @@ class StoredReply:
     created_at: datetime
 
 
+async def replied_by(store: Store, conversation_id: int, brain: str, before_turn_id: int) -> bool:
+    """Whether ``brain`` replied to an earlier turn of this conversation."""
+    query = (
+        select(Turn.id)
+        .where(
+            Turn.conversation_id == conversation_id,
+            Turn.brain == brain,
+            Turn.status == TurnStatus.REPLIED,
+            Turn.id < before_turn_id,
+        )
+        .limit(1)
+    )
+    async with store.reader() as session:
+        return (await session.scalar(query)) is not None
+
+
 async def finish_turn(
     store: Store,
     inbound: StoredInbound,

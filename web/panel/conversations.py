@@ -9,9 +9,10 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
-from gateway.store.models import Conversation, Identity, Message, Turn
+from gateway.store.models import Conversation, Message, Turn
 from memory.models import MemoryTrace
 from persona.models import PersonaAction, SyncScoreRow
+from web.panel.people import person_names
 from web.panel.render import (
     gateway_of,
     iso,
@@ -77,9 +78,8 @@ async def recent_turns(
     store = gateway_of(request).store
     async with store.session() as session:
         query = (
-            select(Turn, Conversation, Identity.external_id)
+            select(Turn, Conversation)
             .join(Conversation, Conversation.id == Turn.conversation_id)
-            .join(Identity, Identity.id == Conversation.identity_id)
             .order_by(Turn.id.desc())
             .limit(limit)
         )
@@ -88,7 +88,8 @@ async def recent_turns(
         if conversation_id is not None:
             query = query.where(Turn.conversation_id == conversation_id)
         rows = (await session.execute(query)).all()
-        ids = [turn.id for turn, _, _ in rows]
+        ids = [turn.id for turn, _ in rows]
+        names = await person_names(session, (c.person_id for _, c in rows))
         traces = {
             t.turn_id: t
             for t in (
@@ -107,8 +108,15 @@ async def recent_turns(
         ).all():
             actions.setdefault(a.turn_id, []).append(a)
     return [
-        turn_json(t, conv, who, traces.get(t.id), scores.get(t.id), actions.get(t.id, []))
-        for t, conv, who in rows
+        turn_json(
+            t,
+            conv,
+            names[conv.person_id],
+            traces.get(t.id),
+            scores.get(t.id),
+            actions.get(t.id, []),
+        )
+        for t, conv in rows
     ]
 
 
@@ -129,16 +137,10 @@ async def conversations_page(request: web.Request) -> web.Response:
 async def conversation_messages(request: web.Request, conversation_id: int) -> dict[str, Any]:
     store = gateway_of(request).store
     async with store.session() as session:
-        found = (
-            await session.execute(
-                select(Conversation, Identity.external_id)
-                .join(Identity, Identity.id == Conversation.identity_id)
-                .where(Conversation.id == conversation_id)
-            )
-        ).first()
-        if found is None:
+        conversation = await session.get(Conversation, conversation_id)
+        if conversation is None:
             raise not_found(f"conversation {conversation_id} does not exist")
-        conversation, who = found
+        who = (await person_names(session, [conversation.person_id]))[conversation.person_id]
         messages = (
             await session.scalars(
                 select(Message)

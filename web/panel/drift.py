@@ -9,10 +9,11 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
-from gateway.store.models import Conversation, Identity, Message
+from gateway.store.models import Conversation, Message
 from persona.calibrate import load_calibration
 from persona.judge import DIMENSIONS
 from persona.models import PersonaAction, SyncScoreRow
+from web.panel.people import person_names
 from web.panel.render import gateway_of, iso, query_int, render
 
 MAX_POINTS = 1000
@@ -36,12 +37,12 @@ async def drift_data(request: web.Request, conversation_id: int | None) -> dict[
         actions = (await session.scalars(actions_stmt)).all()
         conversations = (
             await session.execute(
-                select(Conversation.id, Conversation.channel, Identity.external_id)
-                .join(Identity, Identity.id == Conversation.identity_id)
+                select(Conversation.id, Conversation.channel, Conversation.person_id)
                 .where(Conversation.id.in_(select(SyncScoreRow.conversation_id).distinct()))
                 .order_by(Conversation.updated_at.desc())
             )
         ).all()
+        names = await person_names(session, (person for _, _, person in conversations))
     points = [
         {
             "turn_id": row.turn_id,
@@ -64,7 +65,8 @@ async def drift_data(request: web.Request, conversation_id: int | None) -> dict[
     return {
         "conversation_id": conversation_id,
         "conversations": [
-            {"id": cid, "channel": channel, "who": who} for cid, channel, who in conversations
+            {"id": cid, "channel": channel, "who": names[person]}
+            for cid, channel, person in conversations
         ],
         "dimensions": list(DIMENSIONS),
         "thresholds": [
@@ -98,7 +100,14 @@ def conversation_of(request: web.Request) -> int | None:
 
 async def drift_page(request: web.Request) -> web.Response:
     data = await drift_data(request, conversation_of(request))
-    return render(request, "drift.html", data=data)
+    gateway = gateway_of(request)
+    return render(
+        request,
+        "drift.html",
+        data=data,
+        brain=gateway.brain.name,
+        judging=gateway.persona is not None,
+    )
 
 
 async def drift_api(request: web.Request) -> web.Response:

@@ -10,6 +10,7 @@ from aiohttp import web
 from memory.curate import CurateError, ItemFilter, ItemNotFound, MemoryCurator
 from memory.models import MemoryItem, MemoryTrace
 from memory.types import ItemStatus, ItemType, Tier, effective_priority
+from web.panel.people import named_people, person_names
 from web.panel.render import (
     bad_request,
     gateway_of,
@@ -112,6 +113,11 @@ async def trace_json(cur: MemoryCurator, trace: MemoryTrace) -> dict[str, Any]:
 # -- pages -----------------------------------------------------------------------
 
 
+async def name_of(request: web.Request, person_id: int) -> str:
+    async with gateway_of(request).store.reader() as session:
+        return (await person_names(session, [person_id]))[person_id]
+
+
 def page_url(request: web.Request, offset: int) -> str:
     return str(request.rel_url.update_query(offset=max(0, offset)))
 
@@ -120,11 +126,16 @@ async def memory_page(request: web.Request) -> web.Response:
     f = item_filter(request.query)
     cur = curator(request)
     items, total = await cur.find(f)
+    async with gateway_of(request).store.reader() as session:
+        people = await named_people(session)
+        if f.person_id is not None and f.person_id not in dict(people):
+            people.append((f.person_id, (await person_names(session, [f.person_id]))[f.person_id]))
     return render(
         request,
         "memory.html",
         items=items,
         total=total,
+        people=people,
         # After a change of embedding model: who still waits for its vectors.
         reembedding=cur.memory.reembedding,
         model=cur.memory.embedder.model_name if cur.memory.embedder is not None else "",
@@ -149,6 +160,7 @@ async def item_page(request: web.Request) -> web.Response:
         request,
         "memory_item.html",
         item=item,
+        whose=await name_of(request, item.person_id),
         chain=chain,
         effective=effective_priority(item.type, item.priority),
         **await person_zone(request, item.person_id),
@@ -162,6 +174,7 @@ async def pack_page(request: web.Request) -> web.Response:
     return render(
         request,
         "memory_pack.html",
+        whose=None if trace is None else await name_of(request, trace.person_id),
         turn_id=turn_id,
         trace=None if trace is None else await trace_json(cur, trace),
         keep_days=cur.memory.config.trace_keep_days,

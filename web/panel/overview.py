@@ -7,9 +7,10 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import func, select
 
-from gateway.store.models import Conversation, Identity, Message, Person, Turn
+from gateway.store.models import Conversation, Message, Person, Turn
 from memory.models import MemoryItem
 from persona.models import ObservationRow, PersonaRule, RuleStatus, SyncScoreRow
+from web.panel.people import person_names
 from web.panel.render import gateway_of, iso, render
 
 
@@ -47,15 +48,13 @@ async def overview_data(request: web.Request) -> dict[str, Any]:
         }
         # The newest score of each of the ten most recently active conversations.
         recent = (
-            await session.execute(
-                select(Conversation, Identity.external_id)
-                .join(Identity, Identity.id == Conversation.identity_id)
-                .order_by(Conversation.updated_at.desc())
-                .limit(10)
+            await session.scalars(
+                select(Conversation).order_by(Conversation.updated_at.desc()).limit(10)
             )
         ).all()
+        names = await person_names(session, (c.person_id for c in recent))
         conversations = []
-        for conversation, external_id in recent:
+        for conversation in recent:
             score = await session.scalar(
                 select(SyncScoreRow)
                 .where(SyncScoreRow.conversation_id == conversation.id)
@@ -66,7 +65,7 @@ async def overview_data(request: web.Request) -> dict[str, Any]:
                 {
                     "id": conversation.id,
                     "channel": conversation.channel,
-                    "who": external_id,
+                    "who": names[conversation.person_id],
                     "person_id": conversation.person_id,
                     "updated_at": iso(conversation.updated_at),
                     "ewma": None if score is None else score.ewma,

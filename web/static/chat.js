@@ -43,6 +43,7 @@
     brain: $("brain-name"),
     agent: $("agent-name"),
     banner: $("offline-banner"),
+    bannerClose: $("banner-close"),
   };
   const hintText = ui.hint.textContent;
 
@@ -87,6 +88,14 @@
         removeItem: (k) => memory.delete(k),
       };
     }
+  }
+
+  // The offline banner, once dismissed, stays away on this browser (the first reply
+  // in each conversation still says that no model is configured).
+  const BANNER_KEY = "agentgw.offlineBannerDismissed";
+
+  function bannerDismissed() {
+    return storage.getItem(BANNER_KEY) === "1";
   }
 
   function randomId() {
@@ -471,7 +480,7 @@
       Object.assign(state.limits, frame.limits || {});
       ui.agent.textContent = frame.agent;
       ui.brain.textContent = `brain: ${frame.brain}`;
-      ui.banner.hidden = frame.brain !== "offline";
+      ui.banner.hidden = frame.brain !== "offline" || bannerDismissed();
       setConnection("open", "Connected");
       startPinging(ws);
     },
@@ -720,6 +729,10 @@
     }
   });
   ui.reconnect.addEventListener("click", reconnectNow);
+  ui.bannerClose.addEventListener("click", () => {
+    storage.setItem(BANNER_KEY, "1");
+    ui.banner.hidden = true;
+  });
   window.addEventListener("online", reconnectNow);
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible" && !state.ws) reconnectNow();

@@ -1,9 +1,12 @@
 // agentgw panel: small vanilla JavaScript, no build step, no external assets.
 // - [data-action] buttons call the JSON API (data-method, data-url, data-body,
-//   data-confirm) and reload, or go to data-then;
+//   data-confirm) and reload, or go to data-then; with data-flash="key", the
+//   answer's "key" is shown on the reloaded page;
 // - form[data-api] sends its fields as JSON to data-url with data-method;
 // - [data-chart="drift"] and [data-chart="bars"] draw inline SVG charts from the
-//   JSON in a <script type="application/json"> named by data-source.
+//   JSON in a <script type="application/json"> named by data-source;
+// - a .table-wrap whose table is wider than it (a phone) is marked data-overflow
+//   and shows the cue line before it ("scroll sideways").
 "use strict";
 
 (() => {
@@ -41,7 +44,18 @@
     return data;
   }
 
+  // A message that outlives the reload after an action (its result, say).
+  const FLASH_KEY = "agentgw.panel.flash";
+
   function after(el, data) {
+    const said = el.dataset.flash && data?.[el.dataset.flash];
+    if (said) {
+      try {
+        window.sessionStorage.setItem(FLASH_KEY, String(said));
+      } catch {
+        // Storage off: the result is not carried over the reload.
+      }
+    }
     const then = el.dataset.then || data?.redirect;
     if (then) window.location.assign(then);
     else window.location.reload();
@@ -219,8 +233,53 @@
     container.prepend(svg);
   }
 
+  try {
+    const carried = window.sessionStorage.getItem(FLASH_KEY);
+    if (carried) {
+      window.sessionStorage.removeItem(FLASH_KEY);
+      flash(carried, "ok");
+    }
+  } catch {
+    // Storage off: nothing was carried.
+  }
+
   for (const el of document.querySelectorAll("[data-chart]")) {
     if (el.dataset.chart === "drift") drawDrift(el);
     else if (el.dataset.chart === "bars") drawBars(el);
   }
+
+  // Wide tables scroll inside their frame, never the page: the frame says so with a
+  // cue line and edge shadows while there is more to see.
+  const frames = [...document.querySelectorAll("table")].map((table) => {
+    let wrap = table.closest(".table-wrap");
+    if (!wrap) {
+      wrap = document.createElement("div");
+      wrap.className = "table-wrap";
+      table.replaceWith(wrap);
+      wrap.append(table);
+    }
+    let cue = wrap.previousElementSibling;
+    if (!cue || !cue.classList.contains("scroll-cue")) {
+      cue = document.createElement("p");
+      cue.className = "scroll-cue";
+      cue.setAttribute("aria-hidden", "true");
+      cue.textContent = "More columns: scroll the table sideways →";
+      wrap.before(cue);
+    }
+    return { wrap, cue };
+  });
+
+  function markOverflow({ wrap, cue }) {
+    const over = wrap.scrollWidth > wrap.clientWidth + 1;
+    wrap.dataset.overflow = String(over);
+    wrap.dataset.end = String(wrap.scrollLeft + wrap.clientWidth >= wrap.scrollWidth - 1);
+    wrap.dataset.start = String(wrap.scrollLeft <= 0);
+    cue.hidden = !over;
+  }
+
+  for (const frame of frames) {
+    markOverflow(frame);
+    frame.wrap.addEventListener("scroll", () => markOverflow(frame), { passive: true });
+  }
+  window.addEventListener("resize", () => frames.forEach(markOverflow));
 })();
