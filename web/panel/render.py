@@ -15,6 +15,8 @@ from aiohttp import web
 
 from gateway.app import GATEWAY, Gateway
 from gateway.clock import local, zone_name
+from gateway.errors import MalformedFrame
+from gateway.untrusted import loads
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
 E = TypeVar("E", bound=enum.StrEnum)
@@ -127,9 +129,10 @@ def query_int(query: Mapping[str, str], key: str, default: int, *, lo: int, hi: 
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The JSON object of a request; anything else is a 400 with a reason."""
     try:
-        body = await request.json()
-    except ValueError:
-        raise web.HTTPBadRequest(text="the body must be JSON") from None
+        # Depth-bounded: a deeply nested body would otherwise recurse json.loads to death.
+        body = loads(await request.read())
+    except MalformedFrame as exc:
+        raise web.HTTPBadRequest(text=f"the body must be JSON ({exc})") from None
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="the body must be a JSON object")
     return body
