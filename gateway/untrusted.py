@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import re
 from _json import scanstring  # json.decoder's own C string scanner, as typeshed knows it
-from itertools import accumulate
 from typing import Any
+
+import numpy as np
 
 from gateway.errors import MalformedFrame
 
@@ -28,34 +29,38 @@ MAX_JSON_DEPTH = 32
 # The largest id SQLite's INTEGER and PostgreSQL's BIGINT hold.
 MAX_ID = (1 << 63) - 1
 
-_QUOTE = re.compile(r'"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# Bytes that are not brackets, deleted in one C call; +1 for an opener, -1 for a closer.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = np.zeros(256, dtype=np.int32)
+_STEPS[list(b"[{")] = 1
+_STEPS[list(b"]}")] = -1
 
 
 def nesting_exceeds(text: str, limit: int) -> bool:
-    """Whether the JSON in ``text`` nests deeper than ``limit`` (strings skipped)."""
+    """Whether the JSON in ``text`` nests deeper than ``limit`` (brackets in strings
+    do not count). Linear, and nothing per bracket runs in Python."""
     if text.count("[") + text.count("{") <= limit:
         return False  # it cannot nest deeper than it has openers: the common case
-    depth = 0
+    outside: list[str] = []
     pos = 0
-    while True:
-        quote = _QUOTE.search(text, pos)
-        chunk = text[pos : quote.start() if quote else len(text)]
-        brackets = _NOT_BRACKET.sub("", chunk)
-        if brackets:
-            steps = accumulate(map(_STEP.__getitem__, brackets), initial=depth)
-            if max(steps) > limit:
-                return True
-            depth += sum(map(_STEP.__getitem__, brackets))
-        if quote is None:
-            return False
+    while (quote := text.find('"', pos)) >= 0:
+        outside.append(text[pos:quote])
         try:
             # The C string scanner skips the string, escapes and all, in one call.
-            _, pos = scanstring(text, quote.end())
-        except json.JSONDecodeError:
-            return False  # not JSON at all: json.loads says where
+            _, pos = scanstring(text, quote + 1)
+        except ValueError:
+            # A bad string: json.loads stops there too, after recursing through
+            # whatever opened before it, so only that part counts.
+            pos = len(text)
+            break
+    outside.append(text[pos:])
+    # Brackets are ASCII, and UTF-8 never uses ASCII bytes inside other characters.
+    brackets = "".join(outside).encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return False
+    depths = _STEPS[np.frombuffer(brackets, dtype=np.uint8)].cumsum()
+    return int(depths.max()) > limit
 
 
 def loads(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
