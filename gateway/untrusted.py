@@ -57,8 +57,8 @@ def nesting_exceeds(text: str, limit: int) -> bool:
     outside.append(text[pos:])
     # Brackets are ASCII, and UTF-8 never uses ASCII bytes inside other characters.
     brackets = "".join(outside).encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return False
+    if len(brackets) <= limit:
+        return False  # as above, now without the brackets inside strings
     depths = _STEPS[np.frombuffer(brackets, dtype=np.uint8)].cumsum()
     return int(depths.max()) > limit
 
