@@ -203,7 +203,7 @@ class BadFrames:
         self._seen += 1
         if self._seen == 1:
             log.info(
-                "webchat: conversation %d sent a bad frame: %s (%s)",
+                "webchat: conversation %d sent a bad frame: %s (%.200s)",
                 self._conversation_id,
                 error.code,
                 error,
