@@ -42,5 +42,9 @@ async def test_memory_edits_survive_hostile_bodies(
     async with seeded.session.patch(url, data=body, headers=headers) as edited:
         assert edited.status == 200, await edited.text()
         assert (await edited.json())["content"] == "My sister is Nat\ufffdasha.\ufffd"
+    for path in ("/api/memory/items/99999999999999999999999999", "/api/turns/0/pack"):
+        async with seeded.session.get(seeded.url(path)) as response:
+            assert response.status == 400, path
+            assert "must be an integer from 1" in await response.text()
     bad = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert not bad, bad

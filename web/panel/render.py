@@ -16,7 +16,7 @@ from aiohttp import web
 from gateway.app import GATEWAY, Gateway
 from gateway.clock import local, zone_name
 from gateway.errors import MalformedFrame
-from gateway.untrusted import loads
+from gateway.untrusted import MAX_ID, loads, store_id
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
 E = TypeVar("E", bound=enum.StrEnum)
@@ -151,10 +151,14 @@ def query_choice(query: Mapping[str, str], key: str, choices: type[E]) -> E | No
 
 
 def path_int(request: web.Request, key: str) -> int:
+    """An id in the path; one the store cannot hold (it would overflow the driver) is a 400."""
     try:
-        return int(request.match_info[key])
+        value = store_id(int(request.match_info[key]))
     except ValueError:
-        raise web.HTTPBadRequest(text=f"{key} must be an integer") from None
+        value = None
+    if value is None:
+        raise web.HTTPBadRequest(text=f"{key} must be an integer from 1 to {MAX_ID}")
+    return value
 
 
 def not_found(what: str) -> web.HTTPNotFound:
