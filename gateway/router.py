@@ -9,10 +9,9 @@ nothing.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from channels.base import Inbound, TurnEvent, TurnEventKind
 from gateway.errors import AgentGWError, InputError
@@ -72,7 +71,7 @@ class Router:
         received_perf = time.perf_counter()
         if not self._accepting:
             raise ShuttingDown("the gateway is shutting down; send again in a moment")
-        inbound = dataclasses.replace(
+        inbound = replace(
             inbound,
             text=storable(inbound.text),
             display_name=storable(inbound.display_name),
