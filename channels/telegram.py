@@ -6,7 +6,10 @@ connects — ``initialize`` → ``updater.start_polling`` → ``start`` (polling
 or ``initialize`` → ``start`` → ``setWebhook`` (webhook) — so a Telegram
 outage never holds up the gateway's start or its other channels: a failed
 attempt is torn down and retried with capped backoff. Once polling, PTB's
-own loop backs off when getUpdates fails. ``stop_input`` stops taking
+own loop backs off when getUpdates fails, and ``telegram_updates`` screens
+each answer first, so an update PTB cannot parse is skipped instead of
+failing every poll (webhook bodies go through the same reader: a bad one is
+a 400). ``stop_input`` stops taking
 updates; ``aclose`` lets queued replies go out, then ``stop`` →
 ``shutdown``.
 
@@ -60,14 +63,23 @@ from channels.telegram_text import (
     timezone_text,
     usage,
 )
+from channels.telegram_updates import UnreadableUpdate, UpdatesRequest, read_update
 from gateway.clock import zone_name
 from gateway.config import Config
-from gateway.errors import AgentGWError, AudioTooLarge, RateLimited, SilentAudio, VoiceUnavailable
+from gateway.errors import (
+    AgentGWError,
+    AudioTooLarge,
+    MalformedFrame,
+    RateLimited,
+    SilentAudio,
+    VoiceUnavailable,
+)
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
 from gateway.router import Router
 from gateway.store.repo import Address, count_refusal
 from gateway.supervisor import TaskSupervisor
+from gateway.untrusted import loads
 from gateway.zones import PersonZones
 
 log = logging.getLogger(__name__)
@@ -206,6 +218,9 @@ class TelegramChannel:
         )
         if self.settings.mode == "webhook":
             builder = builder.updater(None)
+        else:
+            # PTB's own default for getUpdates (one connection), screening each answer.
+            builder = builder.get_updates_request(UpdatesRequest(connection_pool_size=1))
         app = builder.build()
         app.add_handler(TypeHandler(Update, self._on_update))
         app.add_error_handler(self._on_handler_error)
@@ -311,10 +326,11 @@ class TelegramChannel:
             # Telegram retries a failed delivery later.
             raise web.HTTPServiceUnavailable(text="the Telegram channel is not running")
         try:
-            data = await request.json()
-            update = Update.de_json(data, self.application.bot)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise web.HTTPBadRequest(text="not a Telegram update") from exc
+            update = read_update(loads(await request.read()), self.application.bot)
+        except (MalformedFrame, UnreadableUpdate) as exc:
+            log.info("telegram: refused a webhook body: %s", exc)
+            error = {"code": exc.code, "message": f"not a Telegram update: {exc}"}
+            return web.json_response({"ok": False, "error": error}, status=400)
         await self.application.update_queue.put(update)
         return web.json_response({"ok": True})
 

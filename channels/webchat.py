@@ -37,14 +37,21 @@ localStorage); on reconnect it passes ``&after=<message id>`` and gets only
 the messages after it. ``&tz=<IANA zone>`` is the browser's time zone, kept as
 the person's (gateway/zones.py); a name that is not a zone is ignored.
 ``history.in_flight`` is the reply being streamed right now: deltas that reach
-the page before ``history`` are already part of its text. Bad frames get an
-``error`` frame; the socket stays open.
+the page before ``history`` are already part of its text.
+
+Bad frames — not JSON, nested deeper than ``untrusted.MAX_JSON_DEPTH``, the
+wrong shape, an id past the store's range, binary, or larger than
+``webchat.max_frame_bytes`` — get an ``error`` frame (``malformed_frame``,
+``frame_too_large``) and the socket stays open. Two exceptions close it: a
+frame of more than ``TRANSPORT_FACTOR`` times the limit is not read at all
+(close code 1009, message too big), and more than
+``webchat.max_bad_frames_per_minute`` bad frames on one socket close it with
+1008 (policy violation): a page never sends either.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
@@ -62,6 +69,7 @@ from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
 from gateway.router import Router
 from gateway.store.repo import Address, HistoryEntry, StoredInbound, conversation_history
+from gateway.untrusted import MAX_ID, loads, store_id
 from gateway.zones import PersonZones
 
 log = logging.getLogger(__name__)
@@ -69,6 +77,10 @@ log = logging.getLogger(__name__)
 CHANNEL = "webchat"
 _SESSION = re.compile(r"^[A-Za-z0-9_-]{8,100}$")
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+# aiohttp's own cap is this many times ours: a frame between the two gets our
+# error frame; past it aiohttp stops reading and closes with 1009. One limit to
+# configure, and the memory a socket can make us hold stays bounded.
+TRANSPORT_FACTOR = 16
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -79,6 +91,7 @@ class WebchatLimits:
     max_message_chars: int
     rate_per_minute: int
     history_on_connect: int
+    max_bad_frames_per_minute: int
 
 
 @dataclass(frozen=True)
@@ -124,13 +137,13 @@ class RateWindow:
 
 
 def decode_frame(data: str, limits: WebchatLimits) -> dict[str, Any]:
-    """Size check and JSON decoding of one client frame."""
+    """Size check and JSON decoding (depth-bounded) of one client frame."""
     if len(data.encode("utf-8")) > limits.max_frame_bytes:
         raise FrameTooLarge(f"frame is larger than {limits.max_frame_bytes} bytes")
     try:
-        raw = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise MalformedFrame(f"frame is not JSON: {exc.msg}") from exc
+        raw = loads(data)
+    except MalformedFrame as exc:
+        raise MalformedFrame(f"frame is {exc}") from exc
     if not isinstance(raw, dict):
         raise MalformedFrame("frame must be a JSON object")
     return raw
@@ -144,10 +157,9 @@ def read_frame(raw: dict[str, Any], limits: WebchatLimits) -> ClientFrame:
     if kind == "link_code":
         return LinkCodeFrame()
     if kind == "retry":
-        message_id = raw.get("message_id")
-        # bool is an int in Python; true is not a message id.
-        if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id <= 0:
-            raise MalformedFrame("retry.message_id must be a positive integer")
+        message_id = store_id(raw.get("message_id"))
+        if message_id is None:
+            raise MalformedFrame(f"retry.message_id must be an integer from 1 to {MAX_ID}")
         return RetryFrame(message_id)
     if kind != "message":
         raise MalformedFrame(f"unknown frame type {kind!r}")
@@ -167,10 +179,44 @@ def _concerns(raw: dict[str, Any]) -> dict[str, Any]:
     client_id = raw.get("client_id")
     if raw.get("type") == "message" and isinstance(client_id, str) and _CLIENT_ID.match(client_id):
         return {"client_id": client_id}
-    message_id = raw.get("message_id")
-    if raw.get("type") == "retry" and isinstance(message_id, int) and message_id > 0:
+    message_id = store_id(raw.get("message_id"))
+    if raw.get("type") == "retry" and message_id is not None:
         return {"retry_of": message_id}
     return {}
+
+
+BAD_FRAMES_CLOSE = b"too many malformed frames"
+
+
+class BadFrames:
+    """Answers a socket's bad frames, and counts them: past ``limit`` a minute
+    the socket is to be closed. Logs the first and the closing one only, so a
+    hostile client cannot flood the log."""
+
+    def __init__(self, limit: int, conversation_id: int) -> None:
+        self._window = RateWindow(limit)
+        self._conversation_id = conversation_id
+        self._seen = 0
+        self.exceeded = False
+
+    async def answer(self, error: InputError, concerns: dict[str, Any], send: Send) -> None:
+        self._seen += 1
+        if self._seen == 1:
+            log.info(
+                "webchat: conversation %d sent a bad frame: %s (%.200s)",
+                self._conversation_id,
+                error.code,
+                error,
+            )
+        if self._window.allow():
+            await send(error_frame(error, **concerns))
+            return
+        self.exceeded = True
+        log.warning(
+            "webchat: conversation %d: closing a socket after %d malformed frames in a minute",
+            self._conversation_id,
+            self._window.limit,
+        )
 
 
 def history_frame(entry: HistoryEntry) -> dict[str, Any]:
@@ -257,12 +303,14 @@ class WebchatChannel:
             raise web.HTTPBadRequest(text="?session= must be 8-100 letters, digits, - or _")
         try:
             after = int(request.query.get("after", "0"))
-        except ValueError as exc:
-            raise web.HTTPBadRequest(text="?after= must be a message id") from exc
-        # The transport limit sits well above ours, so an oversized frame gets
-        # an error frame from us instead of a closed connection.
+        except ValueError:
+            after = -1
+        if not 0 <= after <= MAX_ID:
+            raise web.HTTPBadRequest(text=f"?after= must be a message id from 0 to {MAX_ID}")
+        # aiohttp refuses a frame of max_msg_size bytes or more: + 1 makes
+        # "more than TRANSPORT_FACTOR times the limit" exact.
         ws = web.WebSocketResponse(
-            heartbeat=30.0, max_msg_size=max(4 * self.limits.max_frame_bytes, 1 << 20)
+            heartbeat=30.0, max_msg_size=TRANSPORT_FACTOR * self.limits.max_frame_bytes + 1
         )
         await ws.prepare(request)
         self._sockets.add(ws)
@@ -331,26 +379,32 @@ class WebchatChannel:
                 }
             )
             rate = RateWindow(self.limits.rate_per_minute)
+            bad = BadFrames(self.limits.max_bad_frames_per_minute, address.conversation_id)
             async for msg in ws:
                 if msg.type is WSMsgType.TEXT:
-                    await self._on_text(msg.data, address, rate, send)
+                    await self._on_text(msg.data, address, rate, bad, send)
                 elif msg.type is WSMsgType.BINARY:
-                    await send(error_frame(MalformedFrame("binary frames are not accepted here")))
+                    binary = MalformedFrame("binary frames are not accepted here")
+                    await bad.answer(binary, {}, send)
                 elif msg.type is WSMsgType.ERROR:
                     log.info("webchat socket error: %s", ws.exception())
+                if bad.exceeded:
+                    await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=BAD_FRAMES_CLOSE)
         finally:
             unsubscribe()
 
-    async def _on_text(self, data: str, address: Address, rate: RateWindow, send: Send) -> None:
+    async def _on_text(
+        self, data: str, address: Address, rate: RateWindow, bad: BadFrames, send: Send
+    ) -> None:
         try:
             raw = decode_frame(data, self.limits)
         except InputError as exc:
-            await send(error_frame(exc))
+            await bad.answer(exc, {}, send)
             return
         try:
             frame = read_frame(raw, self.limits)
         except InputError as exc:
-            await send(error_frame(exc, **_concerns(raw)))
+            await bad.answer(exc, _concerns(raw), send)
             return
         if isinstance(frame, PingFrame):
             await send({"type": "pong"})

@@ -223,6 +223,7 @@ def create_app(
                     max_message_chars=config.webchat.max_message_chars,
                     rate_per_minute=config.webchat.rate_per_minute,
                     history_on_connect=config.webchat.history_on_connect,
+                    max_bad_frames_per_minute=config.webchat.max_bad_frames_per_minute,
                 ),
                 agent_name=config.agent.name,
                 brain_name=the_brain.name,

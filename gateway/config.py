@@ -117,13 +117,16 @@ class ContextConfig:
 
 @dataclass(frozen=True)
 class WebchatConfig:
-    # Frames above this get an error frame; the connection stays open.
+    # Frames above this get an error frame and the connection stays open; over
+    # 16 times this, the frame is not read and the connection is closed (1009).
     max_frame_bytes: int = 65536
     max_message_chars: int = 8000
     # Messages a person may send per minute over one connection.
     rate_per_minute: int = 30
     # Messages sent to a (re)connecting page.
     history_on_connect: int = 100
+    # Bad frames one socket may send per minute before it is closed (1008).
+    max_bad_frames_per_minute: int = 20
 
 
 @dataclass(frozen=True)
@@ -742,6 +745,7 @@ def _validate(config: Config) -> None:
         "webchat.max_frame_bytes": config.webchat.max_frame_bytes,
         "webchat.max_message_chars": config.webchat.max_message_chars,
         "webchat.rate_per_minute": config.webchat.rate_per_minute,
+        "webchat.max_bad_frames_per_minute": config.webchat.max_bad_frames_per_minute,
         "voice.threads": config.voice.threads,
         "voice.beam_size": config.voice.beam_size,
         "voice.max_seconds": config.voice.max_seconds,

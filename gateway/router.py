@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from channels.base import Inbound, TurnEvent, TurnEventKind
 from gateway.errors import AgentGWError, InputError
@@ -26,6 +26,7 @@ from gateway.store.repo import (
     store_inbound,
 )
 from gateway.supervisor import TaskSupervisor
+from gateway.untrusted import storable
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +59,24 @@ class Router:
         self._idle.set()
 
     async def address(self, channel: str, sender: str, display_name: str = "") -> Address:
-        return await resolve_address(self.store, channel, sender, display_name)
+        return await resolve_address(self.store, channel, storable(sender), storable(display_name))
 
     async def accept(self, inbound: Inbound, address: Address | None = None) -> StoredInbound:
-        """Store the message and queue its turn; a resent ``client_id`` is not queued again."""
+        """Store the message and queue its turn; a resent ``client_id`` is not queued again.
+
+        Every channel's text comes through here, so here it is made storable
+        (``untrusted.storable``): a lone surrogate or a NUL is replaced, never
+        refused, so the message is kept and a page's outbox does not resend it
+        for ever."""
         received_perf = time.perf_counter()
         if not self._accepting:
             raise ShuttingDown("the gateway is shutting down; send again in a moment")
+        inbound = replace(
+            inbound,
+            text=storable(inbound.text),
+            display_name=storable(inbound.display_name),
+            client_id=None if inbound.client_id is None else storable(inbound.client_id),
+        )
         if address is None:
             address = await self.address(inbound.channel, inbound.sender, inbound.display_name)
         stored = await store_inbound(

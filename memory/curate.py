@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Select, delete, func, select, update
 
+from gateway.untrusted import storable
 from memory.models import MemoryItem, MemoryTrace
 from memory.repo import NewItem
 from memory.service import MemoryService
@@ -129,6 +130,8 @@ class MemoryCurator:
         item = await self.get(item_id)
         if item.status is not ItemStatus.ACTIVE:
             raise CurateError(f"item {item_id} is {item.status.value}: restore it before editing")
+        if content is not None:
+            content = storable(content)  # as every inbound text: see gateway.untrusted
         if priority is not None and not 0.0 <= priority <= 1.0:
             raise CurateError("priority must be between 0 and 1")
         if content is None or content.strip() == item.content:

@@ -13,6 +13,8 @@ sendChatAction, sendVoice (the uploaded bytes are kept), getFile, and
 ``GET /file/bot<token>/<path>`` for the files added with ``add_file``. It
 records every call, and can answer with flood control (429 with
 ``parameters.retry_after``), chosen errors, or a whole outage (every call 500).
+``push_raw`` queues anything at all as a getUpdates item (a string, ``null``,
+an update with a broken field), as a broken upstream might.
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ class FakeTelegram(LoopbackServer):
         # Every Bot API call answers 500 while this is set.
         self.outage = False
         self.webhook: dict[str, Any] = {}
-        self._updates: list[dict[str, Any]] = []
+        # (update id, the item served): an id confirms the item when the
+        # offset passes it, even for an item that does not show its id.
+        self._updates: list[tuple[int, Any]] = []
         self._new_update = asyncio.Event()
         self._failures: dict[str, list[_Failure]] = {}
         self._files = _Files()
@@ -102,9 +106,16 @@ class FakeTelegram(LoopbackServer):
 
     def push(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue an update for getUpdates."""
-        self._updates.append(update)
+        self._updates.append((int(update["update_id"]), update))
         self._new_update.set()
         return update
+
+    def push_raw(self, item: Any) -> int:
+        """Queue ``item`` as it is for getUpdates, under a new update id (returned)."""
+        update_id = next(self._ids)
+        self._updates.append((update_id, item))
+        self._new_update.set()
+        return update_id
 
     def text_update(
         self,
@@ -312,19 +323,19 @@ class FakeTelegram(LoopbackServer):
             }
         return None
 
-    async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _get_updates(self, params: dict[str, Any]) -> list[Any]:
         offset = int(params.get("offset") or 0)
         limit = int(params.get("limit") or 100)
         wait = min(float(params.get("timeout") or 0), self.max_poll_s)
         # An offset confirms every update before it, as on Telegram.
-        self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        self._updates = [(n, item) for n, item in self._updates if n >= offset]
         if not self._updates and wait > 0:
             self._new_update.clear()
             try:
                 await asyncio.wait_for(self._new_update.wait(), wait)
             except TimeoutError:
                 return []
-        return self._updates[:limit]
+        return [item for _, item in self._updates[:limit]]
 
     async def _file(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:

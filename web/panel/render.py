@@ -15,6 +15,8 @@ from aiohttp import web
 
 from gateway.app import GATEWAY, Gateway
 from gateway.clock import local, zone_name
+from gateway.errors import MalformedFrame
+from gateway.untrusted import MAX_ID, loads, store_id
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
 E = TypeVar("E", bound=enum.StrEnum)
@@ -127,9 +129,10 @@ def query_int(query: Mapping[str, str], key: str, default: int, *, lo: int, hi: 
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The JSON object of a request; anything else is a 400 with a reason."""
     try:
-        body = await request.json()
-    except ValueError:
-        raise web.HTTPBadRequest(text="the body must be JSON") from None
+        # Depth-bounded: a deeply nested body would otherwise recurse json.loads to death.
+        body = loads(await request.read())
+    except MalformedFrame as exc:
+        raise web.HTTPBadRequest(text=f"the body must be JSON ({exc})") from None
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="the body must be a JSON object")
     return body
@@ -148,10 +151,14 @@ def query_choice(query: Mapping[str, str], key: str, choices: type[E]) -> E | No
 
 
 def path_int(request: web.Request, key: str) -> int:
+    """An id in the path; one the store cannot hold (it would overflow the driver) is a 400."""
     try:
-        return int(request.match_info[key])
+        value = store_id(int(request.match_info[key]))
     except ValueError:
-        raise web.HTTPBadRequest(text=f"{key} must be an integer") from None
+        value = None
+    if value is None:
+        raise web.HTTPBadRequest(text=f"{key} must be an integer from 1 to {MAX_ID}")
+    return value
 
 
 def not_found(what: str) -> web.HTTPNotFound:
