@@ -29,6 +29,7 @@ def _config_from(args: argparse.Namespace) -> Config:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gateway.app import STOP_ON_LOST_DATABASE, create_app
+    from web import guard
 
     config = _config_from(args)
     logging.basicConfig(
@@ -55,6 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         port=config.server.port,
         print=None,
         shutdown_timeout=config.server.shutdown_grace_s,
+        # ?token= values are redacted from the request lines it logs.
+        access_log_class=guard.ACCESS_LOG_CLASS,
     )
     if lost:
         raise lost[0]  # exit 2, with what happened
