@@ -104,6 +104,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from gateway.bench import locomo_bench
 
         return locomo_bench.main(args)
+    if args.bench == "sanitize":
+        from gateway.bench import sanitize_bench
+
+        return sanitize_bench.main(args)
     if args.bench == "pack":
         from gateway.bench import pack_bench
 
@@ -220,6 +224,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="start each pack as soon as the last returned, beside its trace write",
     )
     pack.add_argument("--json", action="store_true")
+    sanitize = bench_sub.add_parser(
+        "sanitize", help="prompt-injection red team, false positives on LoCoMo, speed"
+    )
+    sanitize.add_argument("--data", type=Path, required=True, help="folder of LoCoMo conv-*.json")
+    sanitize.add_argument("--repeat", type=int, default=5, help="timed passes (best is kept)")
+    sanitize.add_argument(
+        "--compare", type=Path, help="another memory/sanitize.py, measured beside this one"
+    )
+    sanitize.add_argument("--json", action="store_true")
     bench.set_defaults(func=cmd_bench)
 
     from persona.cli import add_commands as add_persona_commands

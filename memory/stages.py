@@ -17,6 +17,7 @@ from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
 from gateway.tokens import estimate_tokens
 from memory import repo
 from memory.commands import CommandKind, MemoryCommand, parse_command
+from memory.sanitize import sanitize
 from memory.service import Episode, Forgotten, MemoryService, PackRequest, Remembered
 from memory.types import ItemStatus
 
@@ -41,7 +42,8 @@ def history_window(turn: TurnContext, budget_tokens: int) -> frozenset[int]:
 
 
 def _quote(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
+    # The person's words, quoted into the guidance block: filtered as stored text is.
+    text = " ".join(sanitize(text).text.split())
     return f"“{text if len(text) <= limit else text[: limit - 1] + '…'}”"
 
 
