@@ -6,6 +6,7 @@ Host header, as they do after DNS rebinding (evil.example resolving to 127.0.0.1
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -258,3 +259,38 @@ async def test_tokens_in_urls_are_redacted_from_the_access_log(
     assert "GET /?lang=en&token=[redacted]" in logged
     assert "access_token=[redacted]&x=1" in logged
     assert TOKEN not in logged
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../guard.py",
+        "/static/%2e%2e/guard.py",
+        "/static/..%2fguard.py",
+        "/static/%2e%2e%2f%2e%2e%2fgateway/config.py",
+        "/static//etc/passwd",
+        "/static/..\\guard.py",
+    ],
+)
+async def test_static_files_do_not_reach_outside_their_folder(local: TestServer, path: str) -> None:
+    """What held in issue 26's review, kept: web/guard.py is one folder up from static/.
+
+    Sent on a raw socket: an HTTP client would tidy the ".." away before sending."""
+    assert (await raw_get(local, "/static/chat.js")).startswith("HTTP/1.1 200")
+    answer = await raw_get(local, path)
+    status = int(answer.split(" ", 2)[1])
+    assert status in (400, 403, 404), (path, answer[:200])
+    assert "import" not in answer
+    assert "root:" not in answer
+
+
+async def raw_get(server: TestServer, path: str) -> str:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {here(server)}\r\nConnection: close\r\n\r\n".encode()
+        )
+        await writer.drain()
+        return (await asyncio.wait_for(reader.read(), 10)).decode(errors="replace")
+    finally:
+        writer.close()
