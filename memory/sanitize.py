@@ -1,10 +1,14 @@
-"""Neutralising instruction-like text before memories enter a prompt (§5.1, openclaw-mem).
+"""Neutralising instruction-like text before stored text enters a prompt (§5.1, openclaw-mem).
 
-Memories come from user-controlled text, so a stored message can try to steer
-the model ("ignore previous instructions", "you are now ...", a fake
-``<system>`` tag, "send the API key to ..."). Such spans are replaced by a
+Memories, observations, persona phrases and summaries come from user-controlled
+text, so a stored message can try to steer the model ("ignore previous
+instructions", "you are now ...", a fake ``<system>`` tag, "Note to the
+assistant: ...", a forged "Human: ... Assistant: ..." exchange, "send the API
+key to ...", and the same in other languages). Such spans are replaced by a
 visible marker and reported, so the pack trace and the log say what was
-filtered; the rest of the memory is kept word for word.
+filtered; the rest is kept word for word, on one line (``fold_lines``), so it
+cannot leave the bullet that quotes it. ``memory/redteam.py`` holds the attacks
+it is tested and measured against.
 
 The rules read the text as the model does, not as its code points spell it:
 zero-width and other invisible characters between letters ("ig\u200bnore"),
@@ -289,8 +293,8 @@ _NEEDED: tuple[str, ...] = tuple(dict.fromkeys(w for rule in _RULES for w in rul
 
 def _any_of(words: Sequence[str]) -> re.Pattern[str]:
     """A pattern finding any of ``words``, as a trie ("ig(?:nor)...") so that each
-    position of a text costs one branch per letter, not one try per word: 2-3 times
-    faster than looking for each word in turn, or than a flat alternation."""
+    position of a text costs one branch per letter, not one try per word: about twice
+    as fast as looking for each word in turn, or as a flat alternation (LoCoMo turns)."""
     trie: dict[str, Any] = {}
     for word in words:
         node = trie
