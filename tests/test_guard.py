@@ -294,3 +294,19 @@ async def raw_get(server: TestServer, path: str) -> str:
         return (await asyncio.wait_for(reader.read(), 10)).decode(errors="replace")
     finally:
         writer.close()
+
+
+def test_a_wildcard_bind_without_allowed_hosts_says_what_is_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(tmp_path, server={"host": "0.0.0.0", "access_token": TOKEN})
+    with caplog.at_level(logging.WARNING, logger="web.guard"):
+        create_app(config, brain=ScriptedBrain())
+    assert "server.allowed_hosts is empty" in caplog.text
+    caplog.clear()
+    listed = make_config(
+        tmp_path, server={"host": "0.0.0.0", "access_token": TOKEN, "allowed_hosts": ["gw.lan"]}
+    )
+    with caplog.at_level(logging.WARNING, logger="web.guard"):
+        create_app(listed, brain=ScriptedBrain())
+    assert "allowed_hosts" not in caplog.text

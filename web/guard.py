@@ -291,6 +291,12 @@ def install(app: web.Application, config: Config) -> None:
     """The guard's middleware and headers on ``app`` (before any other middleware)."""
     app.middlewares.insert(0, guard_middleware(config))  # type: ignore[arg-type]
     app.on_response_prepare.append(add_security_headers)
+    if config.server.host in WILDCARD_BINDS and not config.server.allowed_hosts:
+        log.warning(
+            "server.host is %r but server.allowed_hosts is empty: only localhost, 127.0.0.1 "
+            "and [::1] are served; other names and addresses get 421",
+            config.server.host,
+        )
 
 
 # ``token=`` and ``access_token=`` values in a logged URL (the request line, Referer).
