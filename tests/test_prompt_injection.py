@@ -22,7 +22,7 @@ from gateway.prompt import PastMessage
 from gateway.store.models import Person
 from memory.observe import Category, Observation, Priority
 from memory.pack import FOOTER
-from memory.redteam import ATTACKS, ORDINARY, neutralised
+from memory.redteam import ATTACKS, ORDINARY, Attack, neutralised
 from memory.sanitize import MARKER, sanitize
 from persona.anchor import build_rebase
 from persona.state import Weighted
@@ -36,8 +36,7 @@ SESSION = "hostile-session-1"
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
-def test_the_red_team_list_is_neutralised(attack: object) -> None:
-    assert isinstance(attack, type(ATTACKS[0]))
+def test_the_red_team_list_is_neutralised(attack: Attack) -> None:
     cleaned = sanitize(attack.text)
     assert neutralised(attack, cleaned.text), cleaned.text
 
