@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -45,11 +43,10 @@ from memory.stages import MemoryIngestStage, MemoryPackStage
 from persona.stages import PersonaLoop, build_persona_loop
 from voice.files import AudioFiles
 from voice.service import VoiceService
+from web import guard
 from web.voice_api import VOICE_ENDPOINT, VoiceEndpoint, add_voice_routes
 
 log = logging.getLogger(__name__)
-
-TOKEN_COOKIE = "agentgw_token"
 
 
 @dataclass
@@ -116,10 +113,9 @@ def create_app(
     config: Config, *, brain: Brain | None = None, embedder: Embedder | None = None
 ) -> web.Application:
     """The aiohttp application; ``brain`` and ``embedder`` replace the configured ones (tests)."""
-    app = web.Application(
-        middlewares=[access_middleware(config), same_origin_middleware],  # type: ignore[list-item]
-        client_max_size=max(config.webchat.max_frame_bytes, 1 << 20),
-    )
+    app = web.Application(client_max_size=max(config.webchat.max_frame_bytes, 1 << 20))
+    # Host names, origins, the access token and the security headers.
+    guard.install(app, config)
 
     async def hold_data_dir(app: web.Application) -> AsyncIterator[None]:
         # First in, last out: held from before the store opens until the index files
@@ -325,7 +321,7 @@ async def chat_page(request: web.Request) -> web.StreamResponse:
     token = request.query.get("token")
     if token:
         # Keep the token in a cookie so the page's own requests carry it.
-        response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+        response.set_cookie(guard.TOKEN_COOKIE, token, httponly=True, samesite="Strict")
     return response
 
 
@@ -366,58 +362,3 @@ async def healthz(request: web.Request) -> web.Response:
             "items_embedded_since_start": gateway.memory.reembedded_items,
         }
     return web.json_response(body)
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
-
-
-def access_middleware(config: Config) -> Middleware:
-    """Open on loopback; elsewhere every route but /healthz needs the access token."""
-    token = config.server.access_token
-    required = bool(token) and not config.is_loopback
-    open_paths = {"/healthz"}
-    if config.telegram.enabled and config.telegram.mode == "webhook":
-        # Telegram cannot send our token; the route checks Telegram's own secret header.
-        open_paths.add(config.telegram.webhook_path)
-
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not required or request.path in open_paths or request.path.startswith("/static/"):
-            return await handler(request)
-        given = (
-            request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-            or request.query.get("token", "")
-            or request.cookies.get(TOKEN_COOKIE, "")
-        )
-        if not given or not hmac.compare_digest(given.encode(), token.encode()):
-            raise web.HTTPUnauthorized(
-                text="an access token is required: Authorization: Bearer <token> or ?token=",
-            )
-        return await handler(request)
-
-    return middleware
-
-
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-@web.middleware
-async def same_origin_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Changes under /api and /panel only from this gateway's own pages.
-
-    The gateway is open on loopback, so any web page the person visits could
-    otherwise post to it (cross-site request forgery). Browsers name the page a
-    request comes from in Origin (or Referer); clients that are not browsers
-    send neither and are not a CSRF risk.
-    """
-    if request.method in SAFE_METHODS or not request.path.startswith(("/api/", "/panel")):
-        return await handler(request)
-    source = request.headers.get("Origin") or request.headers.get("Referer") or ""
-    if source:
-        host = urlsplit(source).netloc
-        if source == "null" or host != request.host:
-            raise web.HTTPForbidden(
-                text=f"cross-site request refused: it came from {source}, not from {request.host}"
-            )
-    return await handler(request)

@@ -29,6 +29,7 @@ def _config_from(args: argparse.Namespace) -> Config:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gateway.app import STOP_ON_LOST_DATABASE, create_app
+    from web import guard
 
     config = _config_from(args)
     logging.basicConfig(
@@ -55,6 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         port=config.server.port,
         print=None,
         shutdown_timeout=config.server.shutdown_grace_s,
+        # ?token= values are redacted from the request lines it logs.
+        access_log_class=guard.ACCESS_LOG_CLASS,
     )
     if lost:
         raise lost[0]  # exit 2, with what happened
@@ -101,6 +104,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from gateway.bench import locomo_bench
 
         return locomo_bench.main(args)
+    if args.bench == "sanitize":
+        from gateway.bench import sanitize_bench
+
+        return sanitize_bench.main(args)
     if args.bench == "pack":
         from gateway.bench import pack_bench
 
@@ -217,6 +224,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="start each pack as soon as the last returned, beside its trace write",
     )
     pack.add_argument("--json", action="store_true")
+    sanitize = bench_sub.add_parser(
+        "sanitize", help="prompt-injection red team, false positives on LoCoMo, speed"
+    )
+    sanitize.add_argument("--data", type=Path, required=True, help="folder of LoCoMo conv-*.json")
+    sanitize.add_argument("--repeat", type=int, default=5, help="timed passes (best is kept)")
+    sanitize.add_argument(
+        "--compare", type=Path, help="another memory/sanitize.py, measured beside this one"
+    )
+    sanitize.add_argument("--json", action="store_true")
     bench.set_defaults(func=cmd_bench)
 
     from persona.cli import add_commands as add_persona_commands

@@ -38,6 +38,15 @@ class ServerConfig:
     access_token: str = ""
     # How long shutdown waits for turns in flight before cancelling them.
     shutdown_grace_s: float = 10.0
+    # Host names the server answers to (web/guard.py), beside the loopback names
+    # (localhost, 127.0.0.1, [::1]) and server.host when it is not a wildcard.
+    # "name" allows any port, "name:port" one; "*" turns the check off (then only
+    # the access token stands between a rebound DNS name and the panel).
+    allowed_hosts: tuple[str, ...] = ()
+    # Wrong access tokens an address may send before it has to wait; each further
+    # one doubles the wait (1 s, 2 s, 4 s, ...) up to auth_backoff_max_s.
+    auth_free_failures: int = 5
+    auth_backoff_max_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -778,7 +787,45 @@ def _validate(config: Config) -> None:
     if not config.is_loopback and not config.server.access_token:
         raise ConfigError(
             f"server.access_token: required when server.host is {config.server.host!r} "
-            "(not loopback); set AGENTGW_SERVER__ACCESS_TOKEN"
+            f"(not loopback); set AGENTGW_SERVER__ACCESS_TOKEN ({MAKE_TOKEN})"
+        )
+    if config.server.access_token:
+        _validate_token(config.server.access_token)
+    if config.server.auth_free_failures < 0:
+        raise ConfigError("server.auth_free_failures: must be 0 or more")
+    if config.server.auth_backoff_max_s <= 0:
+        raise ConfigError("server.auth_backoff_max_s: must be positive")
+    for entry in config.server.allowed_hosts:
+        if entry != "*" and not _HOST_ENTRY.fullmatch(entry):
+            raise ConfigError(
+                f'server.allowed_hosts: {entry!r} is not a host name, host:port or "*"'
+            )
+
+
+MAKE_TOKEN = 'make one with: python -c "import secrets; print(secrets.token_urlsafe(24))"'
+# A DNS name or IPv4 address, or an IPv6 address in brackets; then an optional port.
+_HOST_ENTRY = re.compile(r"(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+MIN_TOKEN_CHARS = 16
+MIN_TOKEN_DISTINCT = 8
+
+
+def _validate_token(token: str) -> None:
+    """A token anyone could guess (short, blank, one character repeated) is refused.
+
+    Length and variety are what can be checked without knowing how the token was
+    made; ``secrets.token_urlsafe(24)`` gives 32 characters, 192 random bits.
+    """
+    if any(char.isspace() for char in token):
+        raise ConfigError(f"server.access_token: contains white space; {MAKE_TOKEN}")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"server.access_token: {len(token)} characters, at least {MIN_TOKEN_CHARS} "
+            f"needed; {MAKE_TOKEN}"
+        )
+    if len(set(token)) < MIN_TOKEN_DISTINCT:
+        raise ConfigError(
+            f"server.access_token: only {len(set(token))} different characters, at least "
+            f"{MIN_TOKEN_DISTINCT} needed; {MAKE_TOKEN}"
         )
 
 

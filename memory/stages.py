@@ -47,7 +47,8 @@ def history_window(turn: TurnContext, budget_tokens: int) -> frozenset[int]:
 
 
 def _quote(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
+    # The person's words, quoted into the guidance block: filtered as stored text is.
+    text = " ".join(sanitize(text).text.split())
     return f"“{text if len(text) <= limit else text[: limit - 1] + '…'}”"
 
 

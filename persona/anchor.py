@@ -33,6 +33,7 @@ from gateway.brains.base import ChatMessage
 from gateway.config import PersonaConfig
 from gateway.prompt import PastMessage
 from gateway.tokens import estimate_tokens
+from memory.sanitize import sanitize
 from persona.judge import DriftState, Tier
 from persona.models import ActionKind
 
@@ -187,12 +188,12 @@ def build_rebase(
     lines: list[str] = []
     for message in unobserved:
         who = "The person" if message.role == "user" else agent_name
-        lines.append(f"- {who} (not yet condensed): {strip_notes(message.text)}")
+        lines.append(f"- {who} (not yet condensed): {sanitize(strip_notes(message.text)).text}")
     observed_lines: list[str] = []
     used = sum(estimate_tokens(line) for line in lines)
     for message in reversed([m for m in earlier if m.message_id <= observed_through]):
         who = "The person" if message.role == "user" else agent_name
-        line = f"- {who}: {_first_sentence(message.text)}"
+        line = f"- {who}: {sanitize(_first_sentence(message.text)).text}"
         if used + estimate_tokens(line) > summary_tokens:
             break
         used += estimate_tokens(line)

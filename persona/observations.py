@@ -42,6 +42,7 @@ from memory.observe import (
 from memory.observe_rules import (
     RuleObserver,
 )
+from memory.sanitize import sanitize
 from persona.models import (
     ObservationRow,
     ObservationStatus,
@@ -96,9 +97,13 @@ def _stored(row: ObservationRow) -> StoredObservation:
 
 def render_line(observation: Observation, zone: tzinfo = UTC) -> str:
     at = local(observation.observed_at, zone)
-    line = f"- [{observation.priority.value}] ({at:%H:%M}) {observation.text}"
+    # Observations are stored text written from the person's words (by rules or a
+    # model): quoted as the pack quotes memories, on one line, instructions filtered.
+    text = sanitize(observation.text).text
+    line = f"- [{observation.priority.value}] ({at:%H:%M}) {text}"
     if observation.referred_on is not None:
-        phrase = f', "{observation.relative_phrase}"' if observation.relative_phrase else ""
+        relative = sanitize(observation.relative_phrase).text if observation.relative_phrase else ""
+        phrase = f', "{relative}"' if relative else ""
         line += f" (refers to {observation.referred_on:%Y-%m-%d}{phrase})"
     return line
 

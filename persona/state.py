@@ -25,6 +25,7 @@ from gateway.errors import InputError, StoreError
 from gateway.store import Store
 from gateway.store.models import utcnow
 from gateway.tokens import estimate_tokens
+from memory.sanitize import fold_lines, sanitize
 from persona.features import TRAITS, mean_traits, measure
 from persona.models import PersonaRule, PersonaVersion, RuleStatus
 
@@ -42,6 +43,17 @@ class Weighted:
 class HardRule:
     rule_id: int
     text: str
+
+
+def _quoted(value: Weighted) -> str:
+    """A phrase measured from stored replies, as a prompt may quote it (memory/sanitize.py)."""
+    return sanitize(value.text).text
+
+
+def _rule(rule: HardRule) -> str:
+    """A hard rule on one line. Not filtered: the owner confirmed it as an instruction
+    (the visible, editable place for "from now on answer in French")."""
+    return fold_lines(rule.text)
 
 
 @dataclass(frozen=True)
@@ -146,17 +158,18 @@ class PersonaState:
     def render_rules(self) -> str:
         if not self.hard_rules:
             return ""
-        lines = "\n".join(f"- {rule.text}" for rule in self.hard_rules)
+        lines = "\n".join(f"- {_rule(rule)}" for rule in self.hard_rules)
         return f"Hard rules the person confirmed (always follow them):\n{lines}"
 
     def render_contract(self) -> str:
         """The part of the persona block that comes from the state (after the file)."""
         parts = [f"Your measured voice: {self.describe_traits()}."]
         if self.voice_markers:
-            markers = ", ".join(f'"{m.text}"' for m in self.voice_markers[:4])
+            markers = ", ".join(f'"{_quoted(m)}"' for m in self.voice_markers[:4])
             parts.append(f"Phrases typical of you: {markers}.")
         if self.formatting:
-            parts.append("Formatting you use: " + ", ".join(f.text for f in self.formatting[:3]))
+            formatting = ", ".join(_quoted(f) for f in self.formatting[:3])
+            parts.append("Formatting you use: " + formatting)
         rules = self.render_rules()
         if rules:
             parts.append(rules)
@@ -166,20 +179,22 @@ class PersonaState:
         """A one-line reminder of the voice, for mild drift."""
         text = f"Stay in your own voice: {self.describe_traits()}."
         if self.hard_rules:
-            text += " Keep your hard rules: " + "; ".join(r.text for r in self.hard_rules) + "."
+            text += " Keep your hard rules: " + "; ".join(_rule(r) for r in self.hard_rules) + "."
         return _fit(text, max_tokens)
 
     def render_anchor(self, min_tokens: int, max_tokens: int, name: str) -> str:
         """A 50-100 token persona anchor for the middle of a long history."""
         parts = [f"{name}, this is still you: {self.describe_traits()}."]
         if self.stance:
-            parts.append("Toward the person you are " + ", ".join(s.text for s in self.stance[:2]))
+            stance = ", ".join(_quoted(s) for s in self.stance[:2])
+            parts.append("Toward the person you are " + stance)
         if self.formatting:
-            parts.append("You write in " + ", ".join(f.text for f in self.formatting[:2]) + ".")
+            parts.append("You write in " + ", ".join(_quoted(f) for f in self.formatting[:2]) + ".")
         if self.hard_rules:
-            parts.append("Hard rules: " + "; ".join(r.text for r in self.hard_rules) + ".")
+            parts.append("Hard rules: " + "; ".join(_rule(r) for r in self.hard_rules) + ".")
         if self.voice_markers:
-            parts.append("Typical phrases: " + ", ".join(m.text for m in self.voice_markers[:3]))
+            phrases = ", ".join(_quoted(m) for m in self.voice_markers[:3])
+            parts.append("Typical phrases: " + phrases)
         parts.append(
             "Answer plainly and briefly, say when you do not know, no flattery, and do not "
             "copy the tone of earlier replies that strayed from this voice."

@@ -190,12 +190,25 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
         "console",
         lambda msg: errors.append(msg.text) if msg.type == "error" else None,
     )
+    # Whatever its level: anything the Content-Security-Policy refused (web/guard.py).
+    refused = csp_reports(page)
     try:
         yield page
+        assert refused == []
         # Refused reconnects are expected noise in the console; script errors are not.
         assert [e for e in errors if "WebSocket" not in e and "503" not in e] == []
     finally:
         await context.close()
+
+
+def csp_reports(page: Page) -> list[str]:
+    """Console messages, of any level, about something the Content-Security-Policy refused."""
+    reports: list[str] = []
+    page.on(
+        "console",
+        lambda msg: reports.append(msg.text) if "Content Security Policy" in msg.text else None,
+    )
+    return reports
 
 
 async def screenshot(page: Page, name: str) -> None:

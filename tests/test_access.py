@@ -13,10 +13,11 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from gateway.app import TOKEN_COOKIE, create_app
+from gateway.app import create_app
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
 from tests.conftest import make_config
+from web.guard import TOKEN_COOKIE
 
 TOKEN = "correct-horse-battery-staple"
 SESSION = "access-test-session"

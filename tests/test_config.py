@@ -242,8 +242,8 @@ def test_non_loopback_host_needs_an_access_token(tmp_path: Path, host: str) -> N
     path = write(tmp_path, f'[server]\nhost = "{host}"\n')
     with pytest.raises(ConfigError, match=r"server\.access_token"):
         load_config(path, env={})
-    config = load_config(path, env={"AGENTGW_SERVER__ACCESS_TOKEN": "s3cret"})
-    assert config.server.access_token == "s3cret"
+    config = load_config(path, env={"AGENTGW_SERVER__ACCESS_TOKEN": "s3cret-0123456789abcdef"})
+    assert config.server.access_token == "s3cret-0123456789abcdef"
     assert not config.is_loopback
 
 
@@ -258,3 +258,38 @@ def test_config_is_immutable() -> None:
     config = Config()
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.server.port = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("token", "says"),
+    [
+        ("x", "at least 16"),
+        ("short-token-123", "at least 16"),
+        ("aaaaaaaaaaaaaaaaaaaaaaaa", "different characters"),
+        ("abababababababababab", "different characters"),
+        ("                        ", "white space"),
+        ("correct horse battery staple", "white space"),
+    ],
+)
+def test_a_guessable_access_token_is_refused_with_how_to_make_one(
+    tmp_path: Path, token: str, says: str
+) -> None:
+    path = write(tmp_path, '[server]\nhost = "0.0.0.0"\n')
+    with pytest.raises(ConfigError, match=r"server\.access_token") as caught:
+        load_config(path, env={"AGENTGW_SERVER__ACCESS_TOKEN": token})
+    assert says in str(caught.value)
+    assert "secrets.token_urlsafe(24)" in str(caught.value)
+
+
+def test_allowed_hosts_are_checked_at_load(tmp_path: Path) -> None:
+    good = write(
+        tmp_path, '[server]\nallowed_hosts = ["gateway.lan", "chat.example.com:443", "*"]\n'
+    )
+    assert load_config(good, env={}).server.allowed_hosts == (
+        "gateway.lan",
+        "chat.example.com:443",
+        "*",
+    )
+    bad = write(tmp_path, '[server]\nallowed_hosts = ["http://gateway.lan/"]\n')
+    with pytest.raises(ConfigError, match=r"server\.allowed_hosts"):
+        load_config(bad, env={})

@@ -20,6 +20,8 @@ from memory.pack import (
     select,
 )
 from memory.passages import passages
+from memory.redteam import ATTACKS as REDTEAM
+from memory.redteam import ORDINARY
 from memory.sanitize import MARKER, Sanitized, apply_rules, sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
 from memory.types import PINNED_RETENTION_FLOOR, ItemType, Tier, effective_priority
@@ -346,7 +348,9 @@ def test_the_quick_check_never_lets_past_what_the_rules_catch() -> None:
         "Thanks! I'll show you the photos from the post office trip next week.",
         "Now that the exam is over I can finally act in the school play.",
     ]
-    for text in ATTACKS + ordinary + [t.upper() for t in ATTACKS] + [t.title() for t in ATTACKS]:
+    # With the red-team list: each rule runs only on texts holding one of its own words.
+    attacks = ATTACKS + [a.text for a in REDTEAM] + list(ORDINARY)
+    for text in attacks + ordinary + [t.upper() for t in attacks] + [t.title() for t in attacks]:
         assert sanitize(text) == apply_rules(text), text
     for attack in ATTACKS:
         assert sanitize(attack).changed, attack

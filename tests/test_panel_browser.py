@@ -9,12 +9,18 @@ import re
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Dialog, Page, expect
+from playwright.async_api import Browser, Dialog, Page, expect
 
 from gateway.brains.base import BlockKind
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
-from tests.conftest import RunningGateway, make_config, requires_chromium, screenshot
+from tests.conftest import (
+    RunningGateway,
+    csp_reports,
+    make_config,
+    requires_chromium,
+    screenshot,
+)
 from tests.panel_support import PANEL_SECTIONS, SEED_MESSAGES, chat, seed
 
 pytestmark = [pytest.mark.slow, requires_chromium]
@@ -168,3 +174,32 @@ async def test_confirm_a_rule_and_roll_back_in_the_ui(
     persona = block(brain, BlockKind.PERSONA)
     assert "Always answer in English" not in persona
     assert "Never use emojis" not in persona
+
+
+async def test_the_content_security_policy_refuses_inline_script(
+    running: RunningGateway, browser: Browser
+) -> None:
+    """What the page fixture's CSP check listens for, seen once: an inline script a
+    stored XSS would need does not run, and the console says the policy refused it."""
+    context = await browser.new_context()
+    try:
+        page = await context.new_page()
+        refused = csp_reports(page)
+        await page.goto(running.url("/panel"))
+        ran = await page.evaluate(
+            """() => {
+                const script = document.createElement("script");
+                script.textContent = "window.injected = true";
+                document.body.append(script);
+                return window.injected === true;
+            }"""
+        )
+        assert not ran
+        for _ in range(50):
+            if refused:
+                break
+            await page.wait_for_timeout(100)
+        assert refused
+        assert "script-src" in refused[0]
+    finally:
+        await context.close()

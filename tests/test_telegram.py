@@ -362,7 +362,7 @@ async def test_webhook_mode_checks_the_secret(
         {
             "telegram": {"mode": "webhook", "webhook_url": webhook_url},
             # Not loopback: every route needs the access token, except Telegram's.
-            "server": {"host": "0.0.0.0", "access_token": "page-token"},
+            "server": {"host": "0.0.0.0", "access_token": "page-token-0123456789"},
         },
     )
     async with gateway(config, brain) as running:

@@ -24,6 +24,12 @@
     box.textContent = text;
   }
 
+  // Filter menus that apply as soon as they change (was an inline onchange, which
+  // the Content-Security-Policy refuses).
+  for (const select of document.querySelectorAll("select[data-submit-on-change]")) {
+    select.addEventListener("change", () => select.form.submit());
+  }
+
   async function call(method, url, body) {
     const response = await fetch(url, {
       method,
