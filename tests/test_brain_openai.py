@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import time
 from collections.abc import AsyncIterator
@@ -104,6 +105,23 @@ async def test_request_shape_system_joined_usage_asked_bearer_key(
     assert sent.body["max_tokens"] == 200
     assert sent.body["temperature"] == 0.5
     assert sent.headers["authorization"] == f"Bearer {KEY}"
+
+
+async def test_stop_sequences_are_sent_only_when_configured(
+    tmp_path: Path, brain: OpenAICompatBrain, fake: FakeOpenAI
+) -> None:
+    await collect(brain, request())
+    assert "stop" not in fake.chat_requests[-1].body
+    config = openai_config(tmp_path, fake.base_url)
+    config = config.replace(openai=dataclasses.replace(config.openai, stop=("\nUser:", "###")))
+    stopping = OpenAICompatBrain.from_config(config)
+    try:
+        await collect(stopping, request())
+        await stopping.complete(request(Purpose.UTILITY))
+    finally:
+        await stopping.aclose()
+    streamed, whole = fake.chat_requests[-2:]
+    assert streamed.body["stop"] == whole.body["stop"] == ["\nUser:", "###"]
 
 
 async def test_utility_purpose_uses_the_utility_model(

@@ -133,6 +133,7 @@ class OpenAICompatBrain:
         utility_model: str = "",
         retry: RetryPolicy | None = None,
         key_env: str = "OPENAI_API_KEY",
+        stop: tuple[str, ...] = (),
     ) -> None:
         self._client = client
         self.base_url = base_url.rstrip("/")
@@ -140,6 +141,7 @@ class OpenAICompatBrain:
         self.utility_model = utility_model or model
         self.retry = retry or RetryPolicy()
         self._key_env = key_env
+        self.stop = stop
         self._where = f"the model server at {self.base_url}"
 
     @classmethod
@@ -161,6 +163,7 @@ class OpenAICompatBrain:
             utility_model=config.openai.utility_model,
             retry=RetryPolicy(max_retries=config.brain.max_retries),
             key_env=config.openai.api_key_env,
+            stop=config.openai.stop,
         )
 
     @property
@@ -185,6 +188,9 @@ class OpenAICompatBrain:
             body["stream_options"] = {"include_usage": True}
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if self.stop:
+            # The server cuts the answer before the first of these and leaves it out.
+            body["stop"] = list(self.stop)
         return body
 
     async def _open(self, body: dict[str, Any]) -> httpx.Response:
