@@ -91,6 +91,10 @@ class OpenAIConfig:
     # Stop sequences sent with every request: the answer ends before the first
     # one the model writes (a model that runs on into the next turn, "\nUser:").
     stop: tuple[str, ...] = ()
+    # "user": the system text opens the first user message instead, for servers
+    # whose chat template has no system role (llama-cpp-python's "gemma" format
+    # drops a system message without a word, and the persona and memory with it).
+    system_role: Literal["system", "user"] = "system"
 
 
 @dataclass(frozen=True)

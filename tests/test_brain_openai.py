@@ -124,6 +124,27 @@ async def test_stop_sequences_are_sent_only_when_configured(
     assert streamed.body["stop"] == whole.body["stop"] == ["\nUser:", "###"]
 
 
+async def test_system_role_user_puts_the_system_text_in_the_first_user_message(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    config = openai_config(tmp_path, fake.base_url)
+    config = config.replace(openai=dataclasses.replace(config.openai, system_role="user"))
+    folded = OpenAICompatBrain.from_config(config)
+    try:
+        await collect(folded, request())
+        await folded.complete(dataclasses.replace(request(), messages=()))
+    finally:
+        await folded.aclose()
+    system = PERSONA + "\n\nThe message arrived via webchat."
+    assert fake.chat_requests[-2].body["messages"] == [
+        {"role": "user", "content": system + "\n\nHi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "How are you?"},
+    ]
+    # With no user message to open, the system text is one.
+    assert fake.chat_requests[-1].body["messages"] == [{"role": "user", "content": system}]
+
+
 async def test_utility_purpose_uses_the_utility_model(
     brain: OpenAICompatBrain, fake: FakeOpenAI
 ) -> None:

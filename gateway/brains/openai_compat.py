@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -134,6 +134,7 @@ class OpenAICompatBrain:
         retry: RetryPolicy | None = None,
         key_env: str = "OPENAI_API_KEY",
         stop: tuple[str, ...] = (),
+        system_role: Literal["system", "user"] = "system",
     ) -> None:
         self._client = client
         self.base_url = base_url.rstrip("/")
@@ -142,6 +143,7 @@ class OpenAICompatBrain:
         self.retry = retry or RetryPolicy()
         self._key_env = key_env
         self.stop = stop
+        self.system_role = system_role
         self._where = f"the model server at {self.base_url}"
 
     @classmethod
@@ -164,6 +166,7 @@ class OpenAICompatBrain:
             retry=RetryPolicy(max_retries=config.brain.max_retries),
             key_env=config.openai.api_key_env,
             stop=config.openai.stop,
+            system_role=config.openai.system_role,
         )
 
     @property
@@ -174,10 +177,17 @@ class OpenAICompatBrain:
         return self.utility_model if purpose is Purpose.UTILITY else self.model
 
     def _body(self, request: BrainRequest, *, stream: bool) -> dict[str, Any]:
-        messages: list[dict[str, str]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system_text()})
-        messages.extend({"role": m.role, "content": m.text} for m in request.messages)
+        messages: list[dict[str, str]] = [
+            {"role": m.role, "content": m.text} for m in request.messages
+        ]
+        system = request.system_text() if request.system else ""
+        if system and self.system_role == "user":
+            if messages and messages[0]["role"] == "user":
+                messages[0] = {"role": "user", "content": f"{system}\n\n{messages[0]['content']}"}
+            else:
+                messages.insert(0, {"role": "user", "content": system})
+        elif system:
+            messages.insert(0, {"role": "system", "content": system})
         body: dict[str, Any] = {
             "model": self.model_for(request.purpose),
             "messages": messages,
