@@ -264,6 +264,17 @@ async def test_a_stream_without_done_is_interrupted(
         await collect(brain, request())
 
 
+async def test_done_without_a_finish_reason_is_an_answer_cut_short(
+    brain: OpenAICompatBrain, fake: FakeOpenAI
+) -> None:
+    """llama-cpp-python's server ends a stream it interrupts with [DONE] alone."""
+    fake.cut_short(after_deltas=3)
+    deltas: list[str] = []
+    with pytest.raises(BrainInterrupted, match="cut short"):
+        await collect(brain, request(), deltas)
+    assert len(deltas) == 3
+
+
 async def test_an_error_chunk_in_the_stream_is_interrupted(
     brain: OpenAICompatBrain, fake: FakeOpenAI
 ) -> None:

@@ -14,6 +14,7 @@ build of several minutes, cached in .venv) and the model, and sets
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -38,10 +39,12 @@ from gateway.brains.base import (
     Completion,
     Purpose,
     SystemBlock,
+    TextDelta,
     Usage,
 )
 from gateway.brains.openai_compat import OpenAICompatBrain, RetryPolicy
 from gateway.config import Config
+from gateway.errors import BrainInterrupted
 from gateway.store import Message, MessageRole, Turn, TurnStatus
 from tests.brain_support import collect
 from tests.conftest import RunningGateway, make_config, start_gateway
@@ -288,6 +291,40 @@ async def test_a_stop_at_the_first_character_gives_a_real_empty_completion(
     assert streamed.text == whole.text == ""
     assert streamed.stop_reason == whole.stop_reason == "stop"
     assert whole.usage.input_tokens > 0
+
+
+async def test_an_answer_cut_short_by_another_request_is_not_a_whole_reply(
+    llama_server: LlamaServer,
+) -> None:
+    """This server stops a stream when another request waits for the model
+    (interrupt_requests, on by default) and ends it with [DONE] and no finish_reason:
+    the brain must fail that answer, not return its first words as the reply."""
+    streaming = local_brain(llama_server)
+    other = local_brain(llama_server)
+    deltas: list[str] = []
+    streams = asyncio.Event()
+
+    async def read_the_answer() -> None:
+        request = replace(greedy("Tell me a long story."), max_tokens=400)
+        async for event in streaming.stream(request):
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+                streams.set()
+
+    async def ask_once_it_streams() -> Completion:
+        await streams.wait()
+        return await other.complete(greedy("Hello"))
+
+    try:
+        asking = asyncio.create_task(ask_once_it_streams())
+        with pytest.raises(BrainInterrupted, match="cut short"):
+            await read_the_answer()
+        answered = await asking
+    finally:
+        await streaming.aclose()
+        await other.aclose()
+    assert 0 < len(deltas) < 400
+    assert answered.text
 
 
 async def test_consecutive_user_messages_are_answered(brain: OpenAICompatBrain) -> None:

@@ -271,9 +271,13 @@ class OpenAICompatBrain:
             await response.aclose()
         if not done:
             raise BrainInterrupted(f"{self._where}: the answer ended before [DONE]")
-        yield Completion(
-            text="".join(parts), model=model, usage=usage, stop_reason=finish_reason or "stop"
-        )
+        if not finish_reason:
+            # Every choice ends with a finish_reason. A [DONE] without one is an answer
+            # cut short: llama-cpp-python's server ends a stream that way when another
+            # request arrives (interrupt_requests, on by default). Stored, it would
+            # look like a whole reply.
+            raise BrainInterrupted(f"{self._where}: the answer was cut short (no finish_reason)")
+        yield Completion(text="".join(parts), model=model, usage=usage, stop_reason=finish_reason)
 
     def _parse_chunk(self, data: str, *, started: bool) -> dict[str, Any]:
         try:
