@@ -58,10 +58,10 @@ pytestmark = [
 ]
 
 ALIAS = "gemma-3-270m"
-# Short answers keep a turn to a second or two on a shared 2-core machine.
+# Short answers keep a turn to a few seconds on a shared 2-core machine.
 REPLY_TOKENS = 24
 STARTUP_S = 180.0
-# A cold server evaluates the whole prompt at one or two threads.
+# A cold server evaluates a whole persona prompt on one thread.
 CALL_TIMEOUT_S = 120.0
 
 
