@@ -97,6 +97,13 @@ class OpenAIConfig:
     # Empty: same as model.
     utility_model: str = ""
     api_key_env: str = "OPENAI_API_KEY"
+    # Stop sequences sent with every request: the answer ends before the first
+    # one the model writes (a model that runs on into the next turn, "\nUser:").
+    stop: tuple[str, ...] = ()
+    # "user": the system text opens the first user message instead, for servers
+    # whose chat template has no system role (llama-cpp-python's "gemma" format
+    # drops a system message without a word, and the persona and memory with it).
+    system_role: Literal["system", "user"] = "system"
 
 
 @dataclass(frozen=True)
@@ -726,15 +733,16 @@ def _coerce(key: str, annotation: Any, value: Any) -> Any:
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return value
     if origin is tuple:
-        items = value.split(",") if isinstance(value, str) else value
+        if isinstance(value, str):
+            # From the environment: comma-separated, spaces around items dropped.
+            items: Any = [item.strip() for item in value.split(",")]
+        else:
+            # A TOML list is taken as written: a stop sequence may be "\n".
+            items = value
         if not isinstance(items, list | tuple):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
         (item_type, _ellipsis) = get_args(annotation)
-        return tuple(
-            _coerce(key, item_type, item.strip() if isinstance(item, str) else item)
-            for item in items
-            if item != ""
-        )
+        return tuple(_coerce(key, item_type, item) for item in items if item != "")
     raise ConfigError(f"{key}: unsupported type {annotation!r}")
 
 

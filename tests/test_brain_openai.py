@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import time
 from collections.abc import AsyncIterator
@@ -104,6 +105,44 @@ async def test_request_shape_system_joined_usage_asked_bearer_key(
     assert sent.body["max_tokens"] == 200
     assert sent.body["temperature"] == 0.5
     assert sent.headers["authorization"] == f"Bearer {KEY}"
+
+
+async def test_stop_sequences_are_sent_only_when_configured(
+    tmp_path: Path, brain: OpenAICompatBrain, fake: FakeOpenAI
+) -> None:
+    await collect(brain, request())
+    assert "stop" not in fake.chat_requests[-1].body
+    config = openai_config(tmp_path, fake.base_url)
+    config = config.replace(openai=dataclasses.replace(config.openai, stop=("\nUser:", "###")))
+    stopping = OpenAICompatBrain.from_config(config)
+    try:
+        await collect(stopping, request())
+        await stopping.complete(request(Purpose.UTILITY))
+    finally:
+        await stopping.aclose()
+    streamed, whole = fake.chat_requests[-2:]
+    assert streamed.body["stop"] == whole.body["stop"] == ["\nUser:", "###"]
+
+
+async def test_system_role_user_puts_the_system_text_in_the_first_user_message(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    config = openai_config(tmp_path, fake.base_url)
+    config = config.replace(openai=dataclasses.replace(config.openai, system_role="user"))
+    folded = OpenAICompatBrain.from_config(config)
+    try:
+        await collect(folded, request())
+        await folded.complete(dataclasses.replace(request(), messages=()))
+    finally:
+        await folded.aclose()
+    system = PERSONA + "\n\nThe message arrived via webchat."
+    assert fake.chat_requests[-2].body["messages"] == [
+        {"role": "user", "content": system + "\n\nHi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "How are you?"},
+    ]
+    # With no user message to open, the system text is one.
+    assert fake.chat_requests[-1].body["messages"] == [{"role": "user", "content": system}]
 
 
 async def test_utility_purpose_uses_the_utility_model(
@@ -223,6 +262,17 @@ async def test_a_stream_without_done_is_interrupted(
     fake.truncate_stream(after_deltas=3)
     with pytest.raises(BrainInterrupted, match=r"\[DONE\]"):
         await collect(brain, request())
+
+
+async def test_done_without_a_finish_reason_is_an_answer_cut_short(
+    brain: OpenAICompatBrain, fake: FakeOpenAI
+) -> None:
+    """llama-cpp-python's server ends a stream it interrupts with [DONE] alone."""
+    fake.cut_short(after_deltas=3)
+    deltas: list[str] = []
+    with pytest.raises(BrainInterrupted, match="cut short"):
+        await collect(brain, request(), deltas)
+    assert len(deltas) == 3
 
 
 async def test_an_error_chunk_in_the_stream_is_interrupted(

@@ -124,6 +124,14 @@ def test_env_overrides_the_file_with_type_coercion(tmp_path: Path) -> None:
     assert config.webchat.max_frame_bytes == 1000
 
 
+def test_a_toml_list_keeps_its_items_as_written(tmp_path: Path) -> None:
+    """Stop sequences are whitespace that matters; the environment's list is trimmed."""
+    path = write(tmp_path, '[openai]\nstop = ["\\nUser:", " ###", ""]\n')
+    assert load_config(path, env={}).openai.stop == ("\nUser:", " ###")
+    env = {"AGENTGW_OPENAI__STOP": "END, ###"}
+    assert load_config(write(tmp_path, ""), env=env).openai.stop == ("END", "###")
+
+
 def test_overrides_win_over_env(tmp_path: Path) -> None:
     config = load_config(
         write(tmp_path, ""),

@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -133,6 +133,8 @@ class OpenAICompatBrain:
         utility_model: str = "",
         retry: RetryPolicy | None = None,
         key_env: str = "OPENAI_API_KEY",
+        stop: tuple[str, ...] = (),
+        system_role: Literal["system", "user"] = "system",
     ) -> None:
         self._client = client
         self.base_url = base_url.rstrip("/")
@@ -140,6 +142,8 @@ class OpenAICompatBrain:
         self.utility_model = utility_model or model
         self.retry = retry or RetryPolicy()
         self._key_env = key_env
+        self.stop = stop
+        self.system_role = system_role
         self._where = f"the model server at {self.base_url}"
 
     @classmethod
@@ -161,6 +165,8 @@ class OpenAICompatBrain:
             utility_model=config.openai.utility_model,
             retry=RetryPolicy(max_retries=config.brain.max_retries),
             key_env=config.openai.api_key_env,
+            stop=config.openai.stop,
+            system_role=config.openai.system_role,
         )
 
     @property
@@ -171,10 +177,17 @@ class OpenAICompatBrain:
         return self.utility_model if purpose is Purpose.UTILITY else self.model
 
     def _body(self, request: BrainRequest, *, stream: bool) -> dict[str, Any]:
-        messages: list[dict[str, str]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system_text()})
-        messages.extend({"role": m.role, "content": m.text} for m in request.messages)
+        messages: list[dict[str, str]] = [
+            {"role": m.role, "content": m.text} for m in request.messages
+        ]
+        system = request.system_text() if request.system else ""
+        if system and self.system_role == "user":
+            if messages and messages[0]["role"] == "user":
+                messages[0] = {"role": "user", "content": f"{system}\n\n{messages[0]['content']}"}
+            else:
+                messages.insert(0, {"role": "user", "content": system})
+        elif system:
+            messages.insert(0, {"role": "system", "content": system})
         body: dict[str, Any] = {
             "model": self.model_for(request.purpose),
             "messages": messages,
@@ -185,6 +198,9 @@ class OpenAICompatBrain:
             body["stream_options"] = {"include_usage": True}
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if self.stop:
+            # The server cuts the answer before the first of these and leaves it out.
+            body["stop"] = list(self.stop)
         return body
 
     async def _open(self, body: dict[str, Any]) -> httpx.Response:
@@ -255,9 +271,13 @@ class OpenAICompatBrain:
             await response.aclose()
         if not done:
             raise BrainInterrupted(f"{self._where}: the answer ended before [DONE]")
-        yield Completion(
-            text="".join(parts), model=model, usage=usage, stop_reason=finish_reason or "stop"
-        )
+        if not finish_reason:
+            # Every choice ends with a finish_reason. A [DONE] without one is an answer
+            # cut short: llama-cpp-python's server ends a stream that way when another
+            # request arrives (interrupt_requests, on by default). Stored, it would
+            # look like a whole reply.
+            raise BrainInterrupted(f"{self._where}: the answer was cut short (no finish_reason)")
+        yield Completion(text="".join(parts), model=model, usage=usage, stop_reason=finish_reason)
 
     def _parse_chunk(self, data: str, *, started: bool) -> dict[str, Any]:
         try:

@@ -40,6 +40,9 @@ class FaultKind(enum.StrEnum):
     TRUNCATE = "truncate"
     STREAM_ERROR = "stream_error"
     MALFORMED = "malformed"
+    # [DONE] after some deltas, with no finish_reason (FakeOpenAI only): how
+    # llama-cpp-python's server ends a stream it interrupts for another request.
+    CUT_SHORT = "cut_short"
 
 
 @dataclass(frozen=True)

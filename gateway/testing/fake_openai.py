@@ -73,6 +73,12 @@ class FakeOpenAI(FakeModelServer):
     def chat_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path == "/v1/chat/completions"]
 
+    def cut_short(self, *, after_deltas: int = 2, times: int = 1) -> None:
+        """End the stream with ``data: [DONE]`` after ``after_deltas`` deltas, no
+        ``finish_reason`` sent: llama-cpp-python's server does this to a stream when
+        another request arrives."""
+        self._queue(times, Fault(FaultKind.CUT_SHORT, after_deltas=after_deltas))
+
     def _add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._model_call)
         app.router.add_get("/v1/models", self._list_models)
@@ -225,6 +231,10 @@ class FakeOpenAI(FakeModelServer):
                     await self._cut(request)
                     return response
                 if fault.kind is FaultKind.TRUNCATE:
+                    await response.write_eof()
+                    return response
+                if fault.kind is FaultKind.CUT_SHORT:
+                    await response.write(b"data: [DONE]\n\n")
                     await response.write_eof()
                     return response
                 if fault.kind is FaultKind.STREAM_ERROR:
