@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,14 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+
+def _commands(
+    action: argparse._SubParsersAction[Any],
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    # The subcommand parsers are Parsers (for the formatter); what adds commands
+    # needs no more than an ArgumentParser.
+    return typing.cast("argparse._SubParsersAction[argparse.ArgumentParser]", action)
 
 
 def package_version() -> str:
@@ -309,13 +318,15 @@ Start with "agentgw run", then open http://127.0.0.1:8080/ (the panel is at /pan
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="agentgw", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    sub = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    sub = _commands(
+        parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    )
     _add_run(sub)
     _add_doctor(sub)
     _add_vacuum(sub)
 
     bench = sub.add_parser("bench", help="benchmarks that print figures (text or JSON)")
-    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    bench_sub = _commands(bench.add_subparsers(dest="bench", required=True))
     _add_bench_gateway(bench_sub)
     _add_bench_voice(bench_sub)
     _add_bench_drift(bench_sub)

@@ -252,6 +252,12 @@ def test_bench_pack_fills_a_store_then_reuses_it(tmp_path: Path) -> None:
         result = run_command(*args, timeout=600)
         assert result.returncode == 0, result.stderr
         runs.append(json.loads(result.stdout))
+        # Not a terminal: no progress bar; the verdict ends stderr, off the JSON.
+        assert "\r" not in result.stderr
+        verdict = result.stderr.splitlines()[-1]
+        assert re.fullmatch(
+            r"(PASS|MISS)  pack p95 at 300 items <= 25 ms \(measured: .+ ms\)", verdict
+        )
     filled, reused = runs
     for figures in runs:
         assert (figures["items"], figures["queries"]) == (300, 5)
