@@ -513,18 +513,13 @@ def load_config(
         for section, values in loaded.items():
             if section in SECRET_FIELDS:
                 raise ConfigError(
-                    hints.secret_in_file(section, None, str(path), _tables(loaded))
+                    hints.secret_refusal(section, None, str(path), _tables(loaded))
                     or f"{section}: not read from {path}; set it in the environment"
                 )
             if not isinstance(values, dict):
                 raise ConfigError(f"{section}: expected a [{section}] table")
             raw[section] = dict(values)
             from_file.add(section)
-        for section, values in raw.items():
-            for key in values:
-                refusal = hints.secret_in_file(section, key, str(path), raw)
-                if refusal is not None and key not in _section_keys(section):
-                    raise ConfigError(refusal)
     # Which environment variable set each value, to name it when the value is refused.
     origins: dict[str, str] = {}
     for name, value in environ.items():
@@ -538,6 +533,15 @@ def load_config(
         raw.setdefault(section, {}).update(values)
         for key in values:
             origins.pop(f"{section}.{key}", None)
+    for section, values in raw.items():
+        for key in values:
+            if key in _section_keys(section):
+                continue
+            env_name = origins.get(f"{section}.{key}")
+            source = f"the environment variable {env_name}" if env_name else str(path)
+            refusal = hints.secret_refusal(section, key, source, raw)
+            if refusal is not None:
+                raise ConfigError(refusal)
 
     sections: dict[str, Any] = {}
     for section, values in raw.items():

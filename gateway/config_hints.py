@@ -53,13 +53,13 @@ def is_secret_name(key: str) -> bool:
     return not key.endswith("_env") and _SECRET_NAME.search(key) is not None
 
 
-def secret_in_file(
+def secret_refusal(
     field: str, key: str | None, source: str, raw: Mapping[str, Mapping[str, Any]]
 ) -> str | None:
-    """The refusal for a secret written into the config file as ``field`` (a
-    top-level name) or ``field.key`` (a key of section ``field``), naming the
-    environment variable that takes it; None when it is not a secret this gateway
-    reads. Never echoes the value.
+    """The refusal for a secret given as ``field`` (a top-level name) or
+    ``field.key`` (a key of section ``field``) in ``source`` (the config file, or
+    an ``AGENTGW_*`` variable), naming the environment variable that takes it;
+    None when it is not a secret this gateway reads. Never echoes the value.
     """
     if key is None:
         if field == "anthropic_base_url":

@@ -359,3 +359,15 @@ def test_a_secret_in_the_file_names_the_variable_that_takes_it(
     assert f"environment variable {variable} " in message
     assert "sk-in-file" not in message
     assert "123:abc" not in message
+
+
+def test_a_secret_in_an_agentgw_variable_names_the_variable_that_takes_it(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, ""), env={"AGENTGW_CLAUDE__API_KEY": "sk-in-env"})
+    message = str(caught.value)
+    assert "AGENTGW_CLAUDE__API_KEY" in message
+    assert "environment variable ANTHROPIC_API_KEY " in message
+    assert "did you mean" not in message  # not "claude.api_key_env", which takes a name
+    assert "sk-in-env" not in message
