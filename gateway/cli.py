@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.config import Config, load_config
+from gateway.config import Config, ServerConfig, VoiceConfig, load_config
 from gateway.errors import AgentGWError, ConfigError, DatabaseInUse
 
 
@@ -171,10 +171,15 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", help="start the gateway (webchat, panel, Telegram, voice)")
     with_config(run)
     run.add_argument(
-        "--host", default=None, help="address to listen on (default: server.host, 127.0.0.1)"
+        "--host",
+        default=None,
+        help=f"address to listen on (default: server.host, {ServerConfig.host})",
     )
     run.add_argument(
-        "--port", type=int, default=None, help="port to listen on (default: server.port, 8080)"
+        "--port",
+        type=int,
+        default=None,
+        help=f"port to listen on (default: server.port, {ServerConfig.port})",
     )
     run.set_defaults(func=cmd_run)
 
@@ -228,16 +233,19 @@ def _add_bench_voice(bench_sub: argparse._SubParsersAction[argparse.ArgumentPars
         "--stt-model",
         choices=["tiny.en", "base"],
         default=None,
-        help="Whisper model (default: voice.stt_model, tiny.en)",
+        help=f"Whisper model (default: voice.stt_model, {VoiceConfig.stt_model})",
     )
     vb.add_argument(
-        "--threads", type=int, default=None, help="model threads (default: voice.threads)"
+        "--threads",
+        type=int,
+        default=None,
+        help=f"model threads (default: voice.threads, {VoiceConfig.threads})",
     )
     vb.add_argument(
         "--beam-size",
         type=int,
         default=None,
-        help="Whisper beam, 1 is greedy (default: voice.beam_size, 1)",
+        help=f"Whisper beam, 1 is greedy (default: voice.beam_size, {VoiceConfig.beam_size})",
     )
     with_json(vb)
 
