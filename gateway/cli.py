@@ -1,20 +1,22 @@
-"""The ``agentgw`` command: run, doctor, vacuum, bench."""
+"""The ``agentgw`` command line: run, doctor, vacuum, bench, judge, persona."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
 import logging
 import os
 import signal
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from gateway.config import Config, load_config
+from gateway.config import Config, ServerConfig, VoiceConfig, load_config
 from gateway.errors import AgentGWError, ConfigError, DatabaseInUse
 
 
@@ -119,23 +121,83 @@ def cmd_bench(args: argparse.Namespace) -> int:
     raise ConfigError(f"unknown benchmark {args.bench!r}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgw", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default, unless the help already says it.
 
-    def with_config(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", type=Path, default=None, help="config file (agentgw.toml)")
+    ``None`` means "from the config" here; such options say so in their own words,
+    so no "(default: None)" is printed.
+    """
 
-    run = sub.add_parser("run", help="start the gateway")
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS):
+            return text
+        if action.required or not (action.option_strings or action.nargs in ("?", "*")):
+            return text
+        shown = {True: "on", False: "off"}.get(action.default, "%(default)s")
+        return f"{text} (default: {shown})"
+
+
+class Parser(argparse.ArgumentParser):
+    """The ``agentgw`` parser; subcommand parsers are made of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def _commands(
+    action: argparse._SubParsersAction[Any],
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    # The subcommand parsers are Parsers (for the formatter); what adds commands
+    # needs no more than an ArgumentParser.
+    return typing.cast("argparse._SubParsersAction[argparse.ArgumentParser]", action)
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("agentgw")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown (not installed)"
+
+
+def with_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="config file (default: ./agentgw.toml when it exists, else the built-in defaults)",
+    )
+
+
+def with_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser("run", help="start the gateway (webchat, panel, Telegram, voice)")
     with_config(run)
-    run.add_argument("--host", default=None)
-    run.add_argument("--port", type=int, default=None)
+    run.add_argument(
+        "--host",
+        default=None,
+        help=f"address to listen on (default: server.host, {ServerConfig.host})",
+    )
+    run.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"port to listen on (default: server.port, {ServerConfig.port})",
+    )
     run.set_defaults(func=cmd_run)
 
+
+def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     doctor = sub.add_parser("doctor", help="check config, database, brains and models")
     with_config(doctor)
     doctor.set_defaults(func=cmd_doctor)
 
+
+def _add_vacuum(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     vacuum = sub.add_parser(
         "vacuum",
         help="give the space freed in the SQLite file back to the disk (stop the gateway first)",
@@ -143,11 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     with_config(vacuum)
     vacuum.set_defaults(func=cmd_vacuum)
 
-    bench = sub.add_parser("bench", help="benchmarks that print JSON figures")
-    bench_sub = bench.add_subparsers(dest="bench", required=True)
+
+def _add_bench_gateway(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gw = bench_sub.add_parser("gateway", help="concurrent webchat turns against the scripted brain")
-    gw.add_argument("--conversations", type=int, default=100)
-    gw.add_argument("--turns", type=int, default=10)
+    gw.add_argument("--conversations", type=int, default=100, help="webchat pages at once")
+    gw.add_argument("--turns", type=int, default=10, help="messages each page sends")
     gw.add_argument(
         "--stages",
         choices=("default", "core"),
@@ -155,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: the configured stages (memory, persona loop); core: history only",
     )
     gw.add_argument(
-        "--profile", metavar="PATH", help="run the gateway under cProfile, stats to PATH"
+        "--profile",
+        metavar="PATH",
+        help="run the gateway under cProfile, stats to PATH (default: no profile)",
     )
     gw.add_argument(
         "--pause-ms",
@@ -163,16 +227,37 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="each page's pause between a reply and its next message (0: at once)",
     )
-    gw.add_argument("--json", action="store_true")
+    with_json(gw)
+
+
+def _add_bench_voice(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     vb = bench_sub.add_parser(
         "voice", help="speech to text, text to speech and the spoken round trip (real models)"
     )
     with_config(vb)
-    vb.add_argument("--runs", type=int, default=5)
-    vb.add_argument("--stt-model", choices=["tiny.en", "base"], default=None)
-    vb.add_argument("--threads", type=int, default=None)
-    vb.add_argument("--beam-size", type=int, default=None)
-    vb.add_argument("--json", action="store_true")
+    vb.add_argument("--runs", type=int, default=5, help="timed runs of each step")
+    vb.add_argument(
+        "--stt-model",
+        choices=["tiny.en", "base"],
+        default=None,
+        help=f"Whisper model (default: voice.stt_model, {VoiceConfig.stt_model})",
+    )
+    vb.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help=f"model threads (default: voice.threads, {VoiceConfig.threads})",
+    )
+    vb.add_argument(
+        "--beam-size",
+        type=int,
+        default=None,
+        help=f"Whisper beam, 1 is greedy (default: voice.beam_size, {VoiceConfig.beam_size})",
+    )
+    with_json(vb)
+
+
+def _add_bench_drift(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     drift = bench_sub.add_parser(
         "drift", help="60 scripted turns that drift: SyncScore detection and anchor recovery"
     )
@@ -183,7 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="local",
         help="llm: the LLM judge through the Anthropic SDK against the fake API",
     )
-    drift.add_argument("--json", action="store_true")
+    with_json(drift)
+
+
+def _add_bench_observe(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     observe = bench_sub.add_parser(
         "observe", help="observer compression and pack recall with observations (LoCoMo)"
     )
@@ -196,34 +284,46 @@ def build_parser() -> argparse.ArgumentParser:
         default="both",
         help="llm: the LLM observer through the Anthropic SDK against the fake API",
     )
-    observe.add_argument("--json", action="store_true")
+    with_json(observe)
+
+
+def _add_bench_locomo(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     locomo = bench_sub.add_parser(
         "locomo", help="Memory Pack recall on LoCoMo conversations, with BM25 and dense baselines"
     )
     locomo.add_argument("--data", type=Path, required=True, help="folder of conv-*.json")
     locomo.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
     locomo.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="a [memory] setting for this run"
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a [memory] setting for this run, repeatable (default: the built-in [memory])",
     )
-    locomo.add_argument("--json", action="store_true")
+    with_json(locomo)
+
+
+def _add_bench_pack(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pack = bench_sub.add_parser(
         "pack", help="Memory Pack latency (query embedding included) over a synthetic store"
     )
     pack.add_argument("--items", type=int, default=10000, help="items in the synthetic store")
-    pack.add_argument("--queries", type=int, default=200)
+    pack.add_argument("--queries", type=int, default=200, help="packs timed")
     pack.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
     pack.add_argument(
         "--store",
         type=Path,
         help="keep the synthetic store in this folder and reuse it when it already holds N "
-        "items (a fill that was stopped goes on)",
+        "items, a fill that was stopped goes on (default: a temporary folder)",
     )
     pack.add_argument(
         "--back-to-back",
         action="store_true",
         help="start each pack as soon as the last returned, beside its trace write",
     )
-    pack.add_argument("--json", action="store_true")
+    with_json(pack)
+
+
+def _add_bench_sanitize(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sanitize = bench_sub.add_parser(
         "sanitize", help="prompt-injection red team, false positives on LoCoMo, speed"
     )
@@ -232,7 +332,35 @@ def build_parser() -> argparse.ArgumentParser:
     sanitize.add_argument(
         "--compare", type=Path, help="another memory/sanitize.py, measured beside this one"
     )
-    sanitize.add_argument("--json", action="store_true")
+    with_json(sanitize)
+
+
+DESCRIPTION = """\
+agentgw: a self-hosted chat gateway with memory (webchat, Telegram, voice).
+
+Start with "agentgw run", then open http://127.0.0.1:8080/ (the panel is at /panel).
+"agentgw COMMAND --help" shows a command's options and their defaults."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="agentgw", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    sub = _commands(
+        parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    )
+    _add_run(sub)
+    _add_doctor(sub)
+    _add_vacuum(sub)
+
+    bench = sub.add_parser("bench", help="benchmarks that print figures (text or JSON)")
+    bench_sub = _commands(bench.add_subparsers(dest="bench", required=True))
+    _add_bench_gateway(bench_sub)
+    _add_bench_voice(bench_sub)
+    _add_bench_drift(bench_sub)
+    _add_bench_observe(bench_sub)
+    _add_bench_locomo(bench_sub)
+    _add_bench_pack(bench_sub)
+    _add_bench_sanitize(bench_sub)
     bench.set_defaults(func=cmd_bench)
 
     from persona.cli import add_commands as add_persona_commands

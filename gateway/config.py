@@ -22,6 +22,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from gateway import config_hints as hints
 from gateway.clock import UnknownZone, zone_named
 from gateway.errors import ConfigError
 
@@ -520,6 +521,7 @@ def load_config(
     """
     environ = os.environ if env is None else env
     raw: dict[str, dict[str, Any]] = {}
+    from_file: set[str] = set()
     if path is None:
         default = Path("agentgw.toml")
         path = default if default.exists() else None
@@ -533,27 +535,46 @@ def load_config(
         for section, values in loaded.items():
             if section in SECRET_FIELDS:
                 raise ConfigError(
-                    f"{section}: secrets are not read from {path}; "
-                    "set them in the environment (see config.example.toml)"
+                    hints.secret_refusal(section, None, str(path), _tables(loaded))
+                    or f"{section}: not read from {path}; set it in the environment"
                 )
             if not isinstance(values, dict):
                 raise ConfigError(f"{section}: expected a [{section}] table")
             raw[section] = dict(values)
+            from_file.add(section)
+    # Which environment variable set each value, to name it when the value is refused.
+    origins: dict[str, str] = {}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         section, _, key = name[len(ENV_PREFIX) :].partition("__")
         raw.setdefault(section.lower(), {})[key.lower()] = value
+        origins[f"{section.lower()}.{key.lower()}"] = name
+        origins.setdefault(section.lower(), name)
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
+        for key in values:
+            origins.pop(f"{section}.{key}", None)
+    for section, values in raw.items():
+        for key in values:
+            if key in _section_keys(section):
+                continue
+            env_name = origins.get(f"{section}.{key}")
+            source = f"the environment variable {env_name}" if env_name else str(path)
+            refusal = hints.secret_refusal(section, key, source, raw)
+            if refusal is not None:
+                raise ConfigError(refusal)
 
     sections: dict[str, Any] = {}
-    section_types = typing.get_type_hints(Config)
     for section, values in raw.items():
-        cls = section_types.get(section)
-        if section in SECRET_FIELDS or cls is None or not dataclasses.is_dataclass(cls):
-            raise ConfigError(f"unknown config section [{section}]")
-        sections[section] = _build_section(section, typing.cast(type[Any], cls), values)
+        cls = _SECTION_TYPES.get(section)
+        if cls is None:
+            from_env = None if section in from_file else origins.get(section)
+            raise ConfigError(
+                f"unknown config section [{section}]{hints.origin_note(from_env)}"
+                + hints.did_you_mean(section, _SECTION_TYPES, "[{}]")
+            )
+        sections[section] = _build_section(section, cls, values, origins)
 
     config = Config(**sections)
     claude_key = environ.get(config.claude.api_key_env, "")
@@ -565,11 +586,35 @@ def load_config(
         telegram_bot_token=environ.get(config.telegram.token_env, ""),
         telegram_webhook_secret=environ.get(config.telegram.webhook_secret_env, ""),
     )
-    _validate(config)
-    _validate_telegram_and_links(config)
-    _validate_persona(config)
-    _validate_memory(config.memory)
+    try:
+        _validate(config)
+        _validate_telegram_and_links(config)
+        _validate_persona(config)
+        _validate_memory(config.memory)
+    except ConfigError as exc:
+        # "server.port: must be ..." -> name the variable when that key came from one.
+        key = str(exc).partition(":")[0]
+        if key in origins:
+            raise ConfigError(f"{exc}{hints.origin_note(origins[key])}") from exc
+        raise
     return config
+
+
+# The config sections, by name; a section is a frozen dataclass field of Config.
+_SECTION_TYPES: dict[str, type[Any]] = {
+    f.name: typing.cast(type[Any], hint)
+    for f in dataclasses.fields(Config)
+    if dataclasses.is_dataclass(hint := typing.get_type_hints(Config)[f.name])
+}
+
+
+def _tables(loaded: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {name: value for name, value in loaded.items() if isinstance(value, dict)}
+
+
+def _section_keys(section: str) -> frozenset[str]:
+    cls = _SECTION_TYPES.get(section)
+    return frozenset() if cls is None else frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def _validate_memory(memory: MemoryConfig) -> None:
@@ -687,13 +732,25 @@ def _validate_persona(config: Config) -> None:
         raise ConfigError(f"persona.exemplars_file: {persona.exemplars_file} is not a file")
 
 
-def _build_section(section: str, cls: type[Any], values: Mapping[str, Any]) -> Any:
-    hints = typing.get_type_hints(cls)
+def _build_section(
+    section: str, cls: type[Any], values: Mapping[str, Any], origins: Mapping[str, str]
+) -> Any:
+    types_of = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
-        if key not in hints:
-            raise ConfigError(f"unknown config key {section}.{key}")
-        kwargs[key] = _coerce(f"{section}.{key}", hints[key], value)
+        name = f"{section}.{key}"
+        from_env = hints.origin_note(origins.get(name))
+        if key not in types_of:
+            raise ConfigError(
+                f"unknown key {name}{from_env}"
+                + hints.did_you_mean(key, types_of, f"{section}.{{}}")
+            )
+        try:
+            kwargs[key] = _coerce(name, types_of[key], value)
+        except ConfigError as exc:
+            if not from_env:
+                raise
+            raise ConfigError(f"{exc}{from_env}") from exc
     return cls(**kwargs)
 
 

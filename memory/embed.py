@@ -95,7 +95,11 @@ class SentenceEmbedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
+            # transformers draws a "Loading weights" bar on stderr even when it is not a
+            # terminal: noise in the gateway's log and in a bench's piped output.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             model = SentenceTransformer(str(folder), device=device, local_files_only=True)
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
             raise EmbeddingUnavailable(

@@ -33,9 +33,14 @@ def add_commands(
     with_config(calibrate)
     calibrate.add_argument("--labels", type=Path, required=True, help="JSONL of rated replies")
     calibrate.add_argument(
-        "--judge", choices=["local", "llm", "auto"], default=None, help="default: persona.judge"
+        "--judge",
+        choices=["local", "llm", "auto"],
+        default=None,
+        help="the judge (default: persona.judge)",
     )
-    calibrate.add_argument("--json", action="store_true")
+    calibrate.add_argument(
+        "--json", action="store_true", help="print JSON instead of text (default: text)"
+    )
     calibrate.set_defaults(func=cmd_judge_calibrate)
 
     persona = sub.add_parser("persona", help="PersonaState versions and hard rules")
@@ -44,24 +49,33 @@ def add_commands(
     def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> Any:
         parser = persona_sub.add_parser(name, help=help_text)
         with_config(parser)
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument(
+            "--json", action="store_true", help="print JSON instead of text (default: text)"
+        )
         parser.set_defaults(func=func)
         return parser
 
     command("versions", "list the PersonaState versions", cmd_persona)
     show = command("show", "one version's state (default: the current one)", cmd_persona)
-    show.add_argument("version", type=int, nargs="?", default=None)
+    show.add_argument(
+        "version", type=int, nargs="?", default=None, help="(default: the current version)"
+    )
     diff = command("diff", "what changed from version A to version B", cmd_persona)
-    diff.add_argument("a", type=int)
-    diff.add_argument("b", type=int)
+    diff.add_argument("a", type=int, help="the older version")
+    diff.add_argument("b", type=int, help="the newer version")
     rollback = command("rollback", "make version V current again (as a new version)", cmd_persona)
-    rollback.add_argument("version", type=int)
+    rollback.add_argument("version", type=int, help="the version to make current")
     rules = command("rules", "hard rules: proposed, confirmed, rejected", cmd_persona)
-    rules.add_argument("--status", choices=["proposed", "confirmed", "rejected"], default=None)
+    rules.add_argument(
+        "--status",
+        choices=["proposed", "confirmed", "rejected"],
+        default=None,
+        help="only rules with this status (default: every rule)",
+    )
     confirm = command("confirm", "confirm a proposed rule: it becomes hard", cmd_persona)
-    confirm.add_argument("rule_id", type=int)
+    confirm.add_argument("rule_id", type=int, help="the rule's id, as listed by persona rules")
     reject = command("reject", "reject a proposed rule, or withdraw a confirmed one", cmd_persona)
-    reject.add_argument("rule_id", type=int)
+    reject.add_argument("rule_id", type=int, help="the rule's id, as listed by persona rules")
 
 
 def _print(data: Any, as_json: bool, lines: list[str]) -> None:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
 
-from gateway.cli import main
+from gateway.cli import build_parser, main
 from gateway.store import Store
 from memory.models import MemoryTrace
 from tests.conftest import database_at
@@ -66,6 +70,73 @@ def test_bench_gateway_help_lists_its_flags(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     for flag in ("--conversations", "--turns", "--json"):
         assert flag in out
+
+
+def every_parser(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """The parser and every subcommand's, however deep (argparse has no public walk)."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from every_parser(child, (*path, name))
+
+
+def options_of(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    skipped = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+    return [action for action in parser._actions if not isinstance(action, skipped)]
+
+
+COMMAND_OPTIONS = [
+    pytest.param(
+        parser, action, id=" ".join(path) + " " + (action.option_strings or [action.dest])[0]
+    )
+    for path, parser in every_parser(build_parser())
+    for action in options_of(parser)
+]
+
+
+def test_the_walk_sees_the_nested_commands() -> None:
+    paths = {path for path, _parser in every_parser(build_parser())}
+    assert {("bench", "pack"), ("persona", "show"), ("judge", "calibrate")} <= paths
+    assert len(COMMAND_OPTIONS) > 30
+
+
+@pytest.mark.parametrize(("parser", "action"), COMMAND_OPTIONS)
+def test_every_option_has_help_that_shows_its_default(
+    parser: argparse.ArgumentParser, action: argparse.Action
+) -> None:
+    assert action.help, f"{parser.prog} {action.dest}: no help text"
+    shown = parser._get_formatter()._expand_help(action)
+    takes_a_default = action.option_strings or action.nargs in ("?", "*")
+    if takes_a_default and not action.required:
+        assert "default" in shown, f"{parser.prog} {action.dest}: default not shown: {shown!r}"
+    # The help a person reads is the formatted page: the option is on it, with its text.
+    assert shown.split(" (default")[0] in " ".join(parser.format_help().split())
+
+
+def test_top_level_help_lists_every_command_without_backticks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands.choices) >= {"run", "doctor", "vacuum", "bench", "judge", "persona"}
+    for name, choice in zip(commands.choices, commands._choices_actions, strict=True):
+        assert choice.help, f"command {name} has no help"
+        listed = rf"^ +{name} +{re.escape(choice.help[:20])}"
+        assert re.search(listed, out, re.MULTILINE), f"command {name} is not listed"
+    assert "`" not in out
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"agentgw {importlib.metadata.version('agentgw')}"
 
 
 def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,6 +252,12 @@ def test_bench_pack_fills_a_store_then_reuses_it(tmp_path: Path) -> None:
         result = run_command(*args, timeout=600)
         assert result.returncode == 0, result.stderr
         runs.append(json.loads(result.stdout))
+        # Not a terminal: no progress bar; the verdict ends stderr, off the JSON.
+        assert "\r" not in result.stderr
+        verdict = result.stderr.splitlines()[-1]
+        assert re.fullmatch(
+            r"(PASS|MISS)  pack p95 at 300 items <= 25 ms \(measured: .+ ms\)", verdict
+        )
     filled, reused = runs
     for figures in runs:
         assert (figures["items"], figures["queries"]) == (300, 5)

@@ -301,3 +301,116 @@ def test_allowed_hosts_are_checked_at_load(tmp_path: Path) -> None:
     bad = write(tmp_path, '[server]\nallowed_hosts = ["http://gateway.lan/"]\n')
     with pytest.raises(ConfigError, match=r"server\.allowed_hosts"):
         load_config(bad, env={})
+
+
+# Errors a person can act on: the nearest key, where a bad value came from, and which
+# environment variable takes a secret.
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "message"),
+    [
+        ("[server]\nprot = 1\n", {}, "unknown key server.prot — did you mean server.port?"),
+        ('[brain]\nknd = "offline"\n', {}, "unknown key brain.knd — did you mean brain.kind?"),
+        ("[serevr]\nport = 1\n", {}, "unknown config section [serevr] — did you mean [server]?"),
+    ],
+)
+def test_an_unknown_key_in_the_file_suggests_the_nearest(
+    tmp_path: Path, text: str, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), env=env)
+    assert str(caught.value) == message
+
+
+def test_an_unknown_key_with_nothing_near_suggests_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, "[brain]\nzzzzzz = 1\n"), env={})
+    assert str(caught.value) == "unknown key brain.zzzzzz"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"AGENTGW_SERVER__PROT": "9000"},
+            "unknown key server.prot (from the environment variable AGENTGW_SERVER__PROT)"
+            " — did you mean server.port?",
+        ),
+        (
+            {"AGENTGW_SEREVR__PORT": "9000"},
+            "unknown config section [serevr] (from the environment variable "
+            "AGENTGW_SEREVR__PORT) — did you mean [server]?",
+        ),
+        (
+            {"AGENTGW_SERVER__PORT": "eighty"},
+            "server.port: expected an integer, got 'eighty' "
+            "(from the environment variable AGENTGW_SERVER__PORT)",
+        ),
+        (
+            {"AGENTGW_SERVER__PORT": "70000"},
+            "server.port: 70000 is not a TCP port "
+            "(from the environment variable AGENTGW_SERVER__PORT)",
+        ),
+    ],
+)
+def test_a_bad_value_from_the_environment_names_the_variable(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, ""), env=env)
+    assert str(caught.value) == message
+
+
+def test_a_bad_value_from_the_file_does_not_blame_the_environment(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, '[server]\nport = "eighty"\n'), env={})
+    assert "environment" not in str(caught.value)
+
+
+def test_a_cli_flag_over_a_variable_is_not_blamed_on_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(
+            write(tmp_path, ""),
+            env={"AGENTGW_SERVER__PORT": "9000"},
+            overrides={"server": {"port": 0}},
+        )
+    assert "AGENTGW_SERVER__PORT" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "variable"),
+    [
+        ('anthropic_api_key = "sk-in-file"\n', "ANTHROPIC_API_KEY"),
+        ('[claude]\napi_key = "sk-in-file"\n', "ANTHROPIC_API_KEY"),
+        ('[claude]\napi_key_env = "MY_CLAUDE_KEY"\napi_key = "sk-in-file"\n', "MY_CLAUDE_KEY"),
+        ('openai_api_key = "sk-in-file"\n', "OPENAI_API_KEY"),
+        ('[openai]\napi_key = "sk-in-file"\n', "OPENAI_API_KEY"),
+        ('[telegram]\ntoken = "123:abc"\n', "TELEGRAM_BOT_TOKEN"),
+        ('[telegram]\nbot_token = "123:abc"\n', "TELEGRAM_BOT_TOKEN"),
+        ('[telegram]\ntoken_env = "MY_BOT"\ntoken = "123:abc"\n', "MY_BOT"),
+        ('[telegram]\nwebhook_secret = "123:abc"\n', "TELEGRAM_WEBHOOK_SECRET"),
+        ('telegram_bot_token = "123:abc"\n', "TELEGRAM_BOT_TOKEN"),
+    ],
+)
+def test_a_secret_in_the_file_names_the_variable_that_takes_it(
+    tmp_path: Path, text: str, variable: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), env={})
+    message = str(caught.value)
+    assert f"environment variable {variable} " in message
+    assert "sk-in-file" not in message
+    assert "123:abc" not in message
+
+
+def test_a_secret_in_an_agentgw_variable_names_the_variable_that_takes_it(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, ""), env={"AGENTGW_CLAUDE__API_KEY": "sk-in-env"})
+    message = str(caught.value)
+    assert "AGENTGW_CLAUDE__API_KEY" in message
+    assert "environment variable ANTHROPIC_API_KEY " in message
+    assert "did you mean" not in message  # not "claude.api_key_env", which takes a name
+    assert "sk-in-env" not in message

@@ -42,6 +42,7 @@ from typing import Any
 from sqlalchemy import select
 
 from channels.base import Inbound
+from gateway.bench.report import Target, print_verdicts, progress
 from gateway.brains.base import BlockKind, Brain, BrainRequest
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
@@ -215,11 +216,14 @@ async def run_conversation(config: Config, judge: Judge, *, anchors: bool) -> di
             router = Router(store, pipeline, ConversationHub(), supervisor)
             start = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
             started = time.perf_counter()
-            for n in range(TURNS):
-                text = QUESTIONS[n % len(QUESTIONS)]
-                when = start + timedelta(minutes=3 * n)
-                await router.accept(Inbound("bench", "drift-bench", text, when, f"t{n}"))
-                await _settle(router, loop)
+            label = "with anchors" if anchors else "control, no anchors"
+            with progress(TURNS, label, "turn") as bar:
+                for n in range(TURNS):
+                    text = QUESTIONS[n % len(QUESTIONS)]
+                    when = start + timedelta(minutes=3 * n)
+                    await router.accept(Inbound("bench", "drift-bench", text, when, f"t{n}"))
+                    await _settle(router, loop)
+                    bar.update()
             elapsed = time.perf_counter() - started
             async with store.session() as session:
                 turn_ids = (await session.scalars(select(Turn.id).order_by(Turn.id))).all()
@@ -391,20 +395,51 @@ def bench_config(args: argparse.Namespace) -> Config:
 def main(args: argparse.Namespace) -> int:
     config = bench_config(args)
     result = asyncio.run(run(config, args.judge))
+    targets = drift_targets(result)
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
-    for name in ("with_anchors", "control_no_anchors"):
-        part = result[name]
-        print(f"== {name} (judge {part['judge']})")
-        for row in part["turns"]:
-            print(
-                f"turn {row['turn']:>2} drift {row['drift']:.2f} score {row['score']} "
-                f"ewma {row['ewma']} {row['tier']:<8} {row['action'] or ''}"
-            )
-        for key, value in part["summary"].items():
-            print(f"{key:>26}: {value}")
+    else:
+        runs = ("with_anchors", "control_no_anchors")
+        for name in runs:
+            print(f"== {name}: turn by turn (judge {result[name]['judge']})")
+            for row in result[name]["turns"]:
+                print(
+                    f"turn {row['turn']:>2} drift {row['drift']:.2f} score {row['score']} "
+                    f"ewma {row['ewma']} {row['tier']:<8} {row['action'] or ''}"
+                )
+        # The summaries last, where a person looks once the turns have scrolled by.
+        for name in runs:
+            print(f"== {name}: summary")
+            for key, value in result[name]["summary"].items():
+                print(f"{key:>26}: {value}")
+    print_verdicts(targets, as_json_output=args.json)
     return 0
+
+
+def drift_targets(result: dict[str, Any]) -> list[Target]:
+    """What the bench is for: drift is seen, the anchors bring the voice back
+    without acting on turns that had not drifted, and they beat the control."""
+    ours = result["with_anchors"]["summary"]
+    control = result["control_no_anchors"]["summary"]
+    detected, recovered = ours["detected_at_turn"], ours["recovered_after_turns"]
+    return [
+        Target(
+            f"drift detected after its onset at turn {ours['onset_turn']}",
+            detected is not None,
+            "never" if detected is None else f"turn {detected}",
+        ),
+        Target(
+            "with anchors, back in the ok tier",
+            recovered is not None,
+            "never" if recovered is None else f"after {recovered} turns",
+        ),
+        Target("no false alarms", ours["false_alarms"] == 0, str(ours["false_alarms"])),
+        Target(
+            "anchors lower the drift after onset below the control's",
+            ours["mean_drift_after_onset"] < control["mean_drift_after_onset"],
+            f"{ours['mean_drift_after_onset']} against {control['mean_drift_after_onset']}",
+        ),
+    ]
 
 
 # -- the fake judge model behind the fake Anthropic API ----------------------------

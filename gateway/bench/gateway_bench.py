@@ -57,6 +57,7 @@ from typing import IO, Any
 
 import aiohttp
 
+from gateway.bench.report import Target, at_most, print_verdicts, progress
 from gateway.errors import ConfigError
 
 TARGET_OVERHEAD_P95_MS = 25.0
@@ -255,6 +256,8 @@ class DriveResult:
     errors: int = 0
     rtt_ms: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # A progress bar (gateway.bench.report.progress) moved on by each reply, if any.
+    bar: Any = None
 
 
 async def converse(
@@ -311,6 +314,8 @@ async def one_turn(
         elif kind == "reply" and message_id is not None and frame.get("reply_to") == message_id:
             result.rtt_ms.append((time.perf_counter() - sent) * 1000)
             result.replied += 1
+            if result.bar is not None:
+                result.bar.update()
             return
 
 
@@ -320,13 +325,14 @@ async def drive(
     result = DriveResult()
     # limit=0: one connection per page, not aiohttp's default pool of 100.
     connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(
-            *(
-                converse(session, base_url, f"bench-{run_id}-{i:05d}", turns, result, pause_s)
-                for i in range(conversations)
+    with progress(conversations * turns, "turns", "turn") as result.bar:
+        async with aiohttp.ClientSession(connector=connector) as session:
+            await asyncio.gather(
+                *(
+                    converse(session, base_url, f"bench-{run_id}-{i:05d}", turns, result, pause_s)
+                    for i in range(conversations)
+                )
             )
-        )
     result.errors = conversations * turns - result.replied
     return result
 
@@ -431,6 +437,13 @@ def main(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:>16}: {value}")
-        verdict = "meets" if result["overhead_p95_ms"] <= TARGET_OVERHEAD_P95_MS else "misses"
-        print(f"p95 overhead {verdict} the {TARGET_OVERHEAD_P95_MS:g} ms target")
+    print_verdicts(gateway_targets(result), as_json_output=args.json)
     return 1 if result["errors"] else 0
+
+
+def gateway_targets(result: dict[str, Any]) -> list[Target]:
+    overhead = result["overhead_p95_ms"]
+    return [
+        at_most("gateway overhead p95", overhead, TARGET_OVERHEAD_P95_MS, "ms"),
+        Target("every turn answered", result["errors"] == 0, f"{result['errors']} failed"),
+    ]

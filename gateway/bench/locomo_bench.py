@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from gateway.bench.report import Target, print_verdicts, progress
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.store import Message, MessageRole, Store
@@ -213,6 +214,7 @@ async def evaluate(
 ) -> dict[str, Any]:
     ours, bm25, dense = Tally.empty(), Tally.empty(), Tally.empty()
     per_conversation: dict[str, float] = {}
+    bar = progress(sum(len(c.questions) for c, _ in conversations), "questions", "question")
     for conversation, person_id in conversations:
         turns = {t.dia_id: t for t in conversation.turns}
         texts = {t.dia_id: t.text for t in conversation.turns}
@@ -240,7 +242,9 @@ async def evaluate(
                 order = np.argsort(-(matrix @ query), kind="stable")[:200]
                 filled = greedy_fill([refs[i] for i in order], turns, budget)
                 dense.by_category[question.category].append(recall_of(question, texts, filled))
+            bar.update()
         per_conversation[conversation.name] = mine.summary()["recall"]
+    bar.close()
     result = ours.summary()
     result |= {
         "pack_tokens_mean": round(statistics.fmean(ours.tokens), 1) if ours.tokens else 0.0,
@@ -282,13 +286,15 @@ async def prepare(
     service = MemoryService(store, config.memory, config.data_dir / "memory-index", embedder)
     conversations = []
     started = time.perf_counter()
-    for path in files:
-        conversation = await asyncio.to_thread(load_conversation, path)
-        person_id = await replay(store, service, conversation)
-        # Built in the background at a person's first pack otherwise (FTS5 answers
-        # meanwhile): every question here is asked of the finished index.
-        await service.lexical(person_id, wait=True)
-        conversations.append((conversation, person_id))
+    with progress(len(files), "storing conversations", "conversation") as bar:
+        for path in files:
+            conversation = await asyncio.to_thread(load_conversation, path)
+            person_id = await replay(store, service, conversation)
+            # Built in the background at a person's first pack otherwise (FTS5 answers
+            # meanwhile): every question here is asked of the finished index.
+            await service.lexical(person_id, wait=True)
+            conversations.append((conversation, person_id))
+            bar.update()
     return store, service, conversations, time.perf_counter() - started
 
 
@@ -349,4 +355,19 @@ def main(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:>24}: {value}")
+    print_verdicts(locomo_targets(result), as_json_output=args.json)
     return 0
+
+
+def locomo_targets(result: dict[str, Any]) -> list[Target]:
+    """The pack is worth its ranking only if it recalls more than either plain
+    search filling the same budget (measured in the same run)."""
+    recall = result["recall"]
+    return [
+        Target(
+            f"pack recall above plain {name} at {result['budget_tokens']} tokens",
+            recall > baseline["recall"],
+            f"{recall} against {baseline['recall']}",
+        )
+        for name, baseline in result.get("baselines", {}).items()
+    ]

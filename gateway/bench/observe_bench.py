@@ -51,6 +51,7 @@ from typing import Any
 from sqlalchemy import select
 
 from gateway.bench.locomo_bench import CATEGORIES, Conversation, prepare
+from gateway.bench.report import Target, print_verdicts, progress
 from gateway.brains.claude import ClaudeBrain
 from gateway.config import Config, load_config
 from gateway.context import load_persona
@@ -320,6 +321,7 @@ async def run_observer(
                 memory=_with(config.memory, budget_tokens=budget, store_traces=False),
             )
             store, service, conversations, _ingest_s = await prepare(run_config, files, embedder)
+            bar = progress(len(conversations), f"{kind} observer", "conversation")
             try:
                 log = ObservationLog(store, MemorySink(service))
                 for conversation, person_id in conversations:
@@ -344,7 +346,9 @@ async def run_observer(
                     per.append(
                         figures(conversation, messages, standing, counts, ids, recalled, seconds)
                     )
+                    bar.update()
             finally:
+                bar.close()
                 await service.aclose()
                 await store.close()
     finally:
@@ -445,9 +449,23 @@ def main(args: argparse.Namespace) -> int:
     result = asyncio.run(run(config, args.data, args.observer, args.budget))
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
-    for kind in ("rules", "llm"):
-        if kind in result:
-            part = {k: v for k, v in result[kind].items() if k != "conversations"}
-            print(f"== {kind}: {json.dumps(part)}")
+    else:
+        for kind in ("rules", "llm"):
+            if kind in result:
+                part = {k: v for k, v in result[kind].items() if k != "conversations"}
+                print(f"== {kind}: {json.dumps(part)}")
+    print_verdicts(observe_targets(result), as_json_output=args.json)
     return 0
+
+
+def observe_targets(result: dict[str, Any]) -> list[Target]:
+    """Observations are worth storing only if packs recall no less with them."""
+    return [
+        Target(
+            f"{kind} observer: pack recall with observations not below without",
+            result[kind]["pack_recall"] >= result[kind]["pack_recall_without"],
+            f"{result[kind]['pack_recall']} against {result[kind]['pack_recall_without']}",
+        )
+        for kind in ("rules", "llm")
+        if kind in result
+    ]

@@ -34,6 +34,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway.app import GATEWAY, create_app
+from gateway.bench.report import at_most, print_verdicts
 from gateway.brains.base import BrainRequest
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
@@ -238,4 +239,6 @@ def main(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:>30}: {value}")
+    target = at_most("spoken round trip", result["round_trip_s"], TARGET_ROUND_TRIP_S, "s")
+    print_verdicts([target], as_json_output=args.json)
     return 0
