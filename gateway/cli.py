@@ -330,7 +330,9 @@ def _add_bench_sanitize(bench_sub: argparse._SubParsersAction[argparse.ArgumentP
     sanitize.add_argument("--data", type=Path, required=True, help="folder of LoCoMo conv-*.json")
     sanitize.add_argument("--repeat", type=int, default=5, help="timed passes (best is kept)")
     sanitize.add_argument(
-        "--compare", type=Path, help="another memory/sanitize.py, measured beside this one"
+        "--compare",
+        type=Path,
+        help="another memory/sanitize.py, measured beside this one (default: none)",
     )
     with_json(sanitize)
 
