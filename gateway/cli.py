@@ -156,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="each page's pause between a reply and its next message (0: at once)",
     )
+    gw.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N new pages send their first message at the same moment",
+    )
     gw.add_argument("--json", action="store_true")
     vb = bench_sub.add_parser(
         "voice", help="speech to text, text to speech and the spoken round trip (real models)"
