@@ -462,8 +462,9 @@ async def run_burst(
         wall_s = time.perf_counter() - started
     finally:
         status = await gateway.stop()
-    timings, not_replied = await asyncio.to_thread(read_turn_timings, data_dir / "agentgw.db")
-    errors = max(count - driven.replied, count - len(timings), not_replied)
+    statuses = await asyncio.to_thread(read_turn_statuses, data_dir / "agentgw.db")
+    # deliver_ms may still be pending at the stop, so replied turns are counted by status.
+    errors = max(count - driven.replied, count - statuses.get("replied", 0))
     if status != 0:
         driven.problems.append(f"the gateway exited with status {status}")
         errors += 1
@@ -482,6 +483,13 @@ async def run_burst(
         "wall_s": round(wall_s, 2),
         "problems": driven.problems[:10],
     }
+
+
+def read_turn_statuses(database: Path) -> dict[str, int]:
+    """How many turns the store holds in each status."""
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute("SELECT status, count(*) FROM turns GROUP BY status").fetchall()
+    return {str(status): int(count) for status, count in rows}
 
 
 def read_turn_timings(database: Path) -> tuple[list[tuple[float, float]], int]:
