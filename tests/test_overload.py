@@ -86,6 +86,29 @@ async def test_readers_past_the_pool_wait_their_turn_instead_of_failing(tmp_path
     assert values == list(range(40))
 
 
+async def test_a_writer_does_not_queue_behind_readers_for_a_read(tmp_path: Path) -> None:
+    """Every place is taken; a session holding the write turn still reads at once."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'writer.db'}"
+    async with Store(url, read_sessions=1) as store:
+        release = asyncio.Event()
+        holding = asyncio.Event()
+
+        async def hold_the_place() -> None:
+            async with store.reader():
+                holding.set()
+                await release.wait()
+
+        holder = asyncio.create_task(hold_the_place())
+        await holding.wait()
+        try:
+            async with asyncio.timeout(5), store.session(), store.reader() as inner:
+                value = (await inner.execute(text("SELECT 7"))).scalar_one()
+        finally:
+            release.set()
+            await holder
+    assert value == 7
+
+
 async def test_past_the_queue_length_a_page_gets_busy_and_its_message_is_still_answered(
     narrow: RunningGateway, brain: ScriptedBrain
 ) -> None:

@@ -264,8 +264,9 @@ class Store:
 
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[None]:
-        """A reader session's place (at once when this task already holds one)."""
-        if _READING.get():
+        """A reader session's place (at once when this task already holds one, or the
+        write turn: a writer must not queue behind readers while every write waits)."""
+        if _READING.get() or _WRITING.get():
             yield
             return
         async with self._read_places:
