@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,8 +123,17 @@ class TurnPipeline:
             self._restore_pending(taken)
             raise
 
-    async def run(self, inbound: StoredInbound, received_perf: float) -> None:
-        """Answer one stored message; never raises for a failed turn (it is recorded)."""
+    async def run(
+        self,
+        inbound: StoredInbound,
+        received_perf: float,
+        answered: Callable[[], None] | None = None,
+    ) -> None:
+        """Answer one stored message; never raises for a failed turn (it is recorded).
+
+        ``answered`` is called once the reply (or the failure) is stored and sent,
+        before the after-turn stages: the router gives the turn's place to the next.
+        """
         values: dict[str, object] = {"brain": self.brain.name}
         turn: TurnContext | None = None
         request: BrainRequest | None = None
@@ -149,6 +158,8 @@ class TurnPipeline:
             error = AgentGWError("the gateway is shutting down", code="interrupted")
             await asyncio.shield(self._fail(inbound, request, error, values, streamed))
             raise
+        if answered is not None:
+            answered()
         if turn is not None:
             await self._after(turn, outcome)
 

@@ -2,8 +2,11 @@
 
 Turns of one conversation run strictly in arrival order (a lane is a queue
 with one worker); different conversations run concurrently, at most
-``max_running`` turns at once: the others wait their turn in arrival order
-(FIFO) instead of all meeting at the store and the model together. The
+``max_running`` turns being answered at once (context, model, reply stored
+and sent): the others wait their turn in arrival order (FIFO) instead of all
+meeting at the store and the model together. A turn's after-turn stages
+(memory ingest, judge, observer) run after it gives its place back, still on
+its lane, so the conversation's next turn waits for them as before. The
 inbound message is stored before ``accept`` returns, so a crash after that
 loses nothing.
 
@@ -18,6 +21,7 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from channels.base import Inbound, TurnEvent, TurnEventKind
@@ -54,6 +58,22 @@ class ShuttingDown(AgentGWError):
 class _Lane:
     queue: asyncio.Queue[tuple[StoredInbound, float]] = field(default_factory=asyncio.Queue)
     busy: bool = False
+
+
+class _Place:
+    """A running turn's place, given back once: when it is answered (before its
+    after-turn stages, which need no place) or when it ends, whichever is first."""
+
+    def __init__(self, places: asyncio.Semaphore, on_release: Callable[[], None]) -> None:
+        self._places = places
+        self._on_release = on_release
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._places.release()
+            self._on_release()
 
 
 class Router:
@@ -149,14 +169,11 @@ class Router:
                         await self._running.acquire()
                     finally:
                         self._waiting -= 1
+                    place = _Place(self._running, self._timed(time.perf_counter()))
                     try:
-                        started = time.perf_counter()
-                        await self.pipeline.run(stored, received_perf)
-                        self._turn_s += _DURATION_WEIGHT * (
-                            time.perf_counter() - started - self._turn_s
-                        )
+                        await self.pipeline.run(stored, received_perf, place.release)
                     finally:
-                        self._running.release()
+                        place.release()
                 if not (flushing and self.pipeline.pending_values) or self._others_busy(lane):
                     break
                 # The last busy lane writes what the turns left pending, then
@@ -169,6 +186,13 @@ class Router:
                 self._lanes.pop(conversation_id, None)
             if not any(lane.busy for lane in self._lanes.values()):
                 self._idle.set()
+
+    def _timed(self, started: float) -> Callable[[], None]:
+        def answered() -> None:
+            # Answering time only: that is what a waiting turn waits for.
+            self._turn_s += _DURATION_WEIGHT * (time.perf_counter() - started - self._turn_s)
+
+        return answered
 
     def _others_busy(self, lane: _Lane) -> bool:
         return any(other.busy for other in self._lanes.values() if other is not lane)
