@@ -39,7 +39,7 @@ class ServerConfig:
     # How long shutdown waits for turns in flight before cancelling them.
     shutdown_grace_s: float = 10.0
     # Turns answered at once (each its own conversation); the others wait in order.
-    max_running_turns: int = 256
+    max_running_turns: int = 512
     # Turns waiting past this many: a new message is still stored and answered in
     # its turn, but its page gets a ``busy`` frame asking it to hold off a while.
     max_queued_turns: int = 100

@@ -41,7 +41,7 @@ from gateway.supervisor import TaskSupervisor
 log = logging.getLogger(__name__)
 
 # Turns answered at once, and waiting turns past which senders are asked to hold off.
-MAX_RUNNING_TURNS = 256
+MAX_RUNNING_TURNS = 512
 MAX_QUEUED_TURNS = 100
 # The retry-after given to a busy sender stays within these bounds (seconds).
 RETRY_AFTER_MIN_S = 1
