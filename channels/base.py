@@ -34,6 +34,7 @@ class TurnEventKind(enum.StrEnum):
     DELTA = "delta"
     REPLY = "reply"
     ERROR = "error"
+    WAITING = "waiting"  # the model has not sent its first token yet
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,9 @@ class TurnEvent:
     """Something that happened to a turn, published to its conversation.
 
     ``message_id`` is the inbound message; ``reply_id`` the stored reply
-    (REPLY only); ``code`` the error code (ERROR only).
+    (REPLY only); ``code`` the error code (ERROR only); ``partial`` the text
+    streamed before a reply broke off, kept with the failed turn (ERROR only);
+    ``waited_s`` how long the model has been silent (WAITING only).
     """
 
     kind: TurnEventKind
@@ -52,3 +55,5 @@ class TurnEvent:
     code: str = ""
     client_id: str | None = None
     created_at: datetime | None = None
+    partial: str = ""
+    waited_s: float = 0.0

@@ -510,4 +510,9 @@ class TelegramChannel:
         elif event.kind is TurnEventKind.ERROR:
             self.sender.stop_typing(chat_id, event.message_id)
             self._voice_turns.discard(event.message_id)
-            self.sender.post(chat_id, Outgoing(f"{event.text} ({event.code})"))
+            note = f"{event.text} ({event.code})"
+            # A reply that broke off: what was written so far, marked as cut, then why.
+            # (An empty reply is an error with no partial: only the note goes out.)
+            if event.partial.strip():
+                note = f"{event.partial.rstrip()} […]\n\n{note}"
+            self.sender.post(chat_id, Outgoing(note))

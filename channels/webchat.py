@@ -24,7 +24,23 @@ server → client
     {"type": "delta", "text", "reply_to"}
     {"type": "reply", "message_id", "reply_to", "text", "created_at"}
     {"type": "retrying", "message_id"}
-    {"type": "error", "code", "message", "reply_to"?, "client_id"?, "retry_of"?}
+    {"type": "busy", "retry_after_s", "client_id", "message_id"}
+        After the ``ack`` of a message that found more than
+        ``server.max_queued_turns`` turns waiting: the message is stored and
+        queued and WILL be answered in its turn (its ``reply`` or ``error``
+        follows as usual; nothing is dropped). The page should hold off new
+        messages for ``retry_after_s`` seconds (an estimate of the wait).
+    {"type": "status", "state": "waiting", "reply_to", "waited_s"}
+        The model has sent nothing yet ``brain.waiting_notice_s`` seconds
+        after it was called (again every as many seconds, ``waited_s`` growing).
+        Cleared by the first ``delta`` (or the ``reply`` / ``error``).
+    {"type": "error", "code", "message", "reply_to"?, "client_id"?, "retry_of"?,
+     "partial_text"?}
+        ``partial_text``: a reply that broke off (or ran out of time) after it
+        had begun; the text it had streamed is kept with the failed turn (and
+        in ``history`` entries as ``partial_text``) and shown as a partial
+        reply; ``retry`` runs the turn again and replaces it. A model that
+        answers nothing at all ends the turn with code ``empty_reply``.
     {"type": "pong"}
     {"type": "link_code", "code", "expires_at"}
 
@@ -230,6 +246,7 @@ def history_frame(entry: HistoryEntry) -> dict[str, Any]:
         "status": entry.status.value if entry.status else None,
         "error_code": entry.error_code,
         "reply_to": entry.reply_to,
+        "partial_text": entry.partial_text,
     }
 
 
@@ -246,11 +263,21 @@ def event_frame(event: TurnEvent) -> dict[str, Any]:
             "created_at": created,
         }
     if event.kind is TurnEventKind.ERROR:
-        return {
+        frame: dict[str, Any] = {
             "type": "error",
             "code": event.code,
             "message": event.text,
             "reply_to": event.message_id,
+        }
+        if event.partial:
+            frame["partial_text"] = event.partial
+        return frame
+    if event.kind is TurnEventKind.WAITING:
+        return {
+            "type": "status",
+            "state": "waiting",
+            "reply_to": event.message_id,
+            "waited_s": event.waited_s,
         }
     return {
         "type": "message",
@@ -457,6 +484,17 @@ class WebchatChannel:
         )
         if stored.duplicate:
             await self._replay(stored, send)
+            return
+        retry_after = self.router.backpressure()
+        if retry_after is not None:
+            await send(
+                {
+                    "type": "busy",
+                    "retry_after_s": retry_after,
+                    "client_id": frame.client_id,
+                    "message_id": stored.message_id,
+                }
+            )
 
     async def _on_retry(self, frame: RetryFrame, address: Address, send: Send) -> None:
         try:

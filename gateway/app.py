@@ -136,7 +136,9 @@ def create_app(
             yield
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        store = Store(config.database_url, echo=config.store.echo)
+        store = Store(
+            config.database_url, echo=config.store.echo, read_sessions=config.store.read_sessions
+        )
         await store.open()
         supervisor = TaskSupervisor()
         the_brain = brain if brain is not None else build_brain(config)
@@ -203,6 +205,8 @@ def create_app(
                     prompt_caching=config.claude.prompt_caching,
                     max_retries=config.brain.max_retries,
                     turn_deadline_s=config.brain.turn_deadline_s,
+                    first_token_timeout_s=config.brain.first_token_timeout_s,
+                    waiting_notice_s=config.brain.waiting_notice_s,
                 ),
                 # Memory first: the episodes are stored before judge and observe run.
                 after_stages=[
@@ -210,7 +214,14 @@ def create_app(
                     *(persona_loop.after_stages if config.persona.enabled else []),
                 ],
             )
-            router = Router(store, pipeline, hub, supervisor)
+            router = Router(
+                store,
+                pipeline,
+                hub,
+                supervisor,
+                max_running=config.server.max_running_turns,
+                max_queued=config.server.max_queued_turns,
+            )
             webchat = WebchatChannel(
                 router,
                 hub,

@@ -227,6 +227,13 @@ def _add_bench_gateway(bench_sub: argparse._SubParsersAction[argparse.ArgumentPa
         default=0.0,
         help="each page's pause between a reply and its next message (0: at once)",
     )
+    gw.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N new pages send their first message at the same moment (default: 0, off)",
+    )
     with_json(gw)
 
 

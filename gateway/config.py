@@ -48,6 +48,11 @@ class ServerConfig:
     # one doubles the wait (1 s, 2 s, 4 s, ...) up to auth_backoff_max_s.
     auth_free_failures: int = 5
     auth_backoff_max_s: float = 300.0
+    # Turns answered at once (each its own conversation); the others wait in order.
+    max_running_turns: int = 512
+    # Turns waiting past this many: a new message is still stored and answered in
+    # its turn, but its page gets a ``busy`` frame asking it to hold off a while.
+    max_queued_turns: int = 100
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,9 @@ class StoreConfig:
     # A lock lost with its session is taken again; if another gateway took it
     # meanwhile, this one stops.
     lock_check_s: float = 30.0
+    # Reader sessions open at once; more wait their turn (in order, no timeout)
+    # instead of failing on the connection pool's limit. The pool is sized from it.
+    read_sessions: int = 4
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,14 @@ class BrainConfig:
     max_retries: int = 2
     # Whole-turn deadline covering every attempt and the backoff between them;
     # 0: timeout_s x (max_retries + 1) plus the longest backoff.
-    turn_deadline_s: float = 0.0
+    turn_deadline_s: float = 120.0
     temperature: float = 0.7
+    # The model's first token must come within this (its retries included), else
+    # the turn fails as brain_timeout, retryable; 0: only the turn's deadline.
+    first_token_timeout_s: float = 30.0
+    # With no first token after this long, the page hears the model is still being
+    # waited for (a ``status`` frame, again as often); 0: never.
+    waiting_notice_s: float = 4.0
 
 
 @dataclass(frozen=True)
@@ -811,6 +825,8 @@ def _validate(config: Config) -> None:
     positive: dict[str, float] = {
         "server.port": config.server.port,
         "store.lock_check_s": config.store.lock_check_s,
+        "store.read_sessions": config.store.read_sessions,
+        "server.max_running_turns": config.server.max_running_turns,
         "brain.reply_max_tokens": config.brain.reply_max_tokens,
         "brain.utility_max_tokens": config.brain.utility_max_tokens,
         "brain.timeout_s": config.brain.timeout_s,
@@ -835,8 +851,14 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"server.port: {config.server.port} is not a TCP port")
     if config.brain.max_retries < 0:
         raise ConfigError("brain.max_retries: must be 0 or more")
+    if config.server.max_queued_turns < 0:
+        raise ConfigError("server.max_queued_turns: must be 0 or more")
     if config.brain.turn_deadline_s < 0:
         raise ConfigError("brain.turn_deadline_s: must be 0 (automatic) or more")
+    if config.brain.first_token_timeout_s < 0:
+        raise ConfigError("brain.first_token_timeout_s: must be 0 (no limit) or more")
+    if config.brain.waiting_notice_s < 0:
+        raise ConfigError("brain.waiting_notice_s: must be 0 (never) or more")
     if config.voice.silence_dbfs > 0:
         raise ConfigError("voice.silence_dbfs: must be 0 or below (dB relative to full scale)")
     if config.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

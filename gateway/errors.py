@@ -28,7 +28,8 @@ into them with ``raise ... from exc`` at the edge. Each carries a stable
         ├── BrainOverloaded          529 / overloaded after the retries
         ├── BrainUnavailable         5xx or connection failure after the retries
         ├── BrainRejected            4xx: the request itself was refused
-        └── BrainInterrupted         the stream broke off mid-answer
+        ├── BrainInterrupted         the stream broke off mid-answer
+        └── EmptyReply               the model answered with no text at all
 """
 
 from __future__ import annotations
@@ -139,3 +140,9 @@ class BrainRejected(BrainError):
 
 class BrainInterrupted(BrainError):
     code = "brain_interrupted"
+
+
+class EmptyReply(BrainError):
+    """The completion has no text (whitespace only): a failed turn, retryable, never shown."""
+
+    code = "empty_reply"

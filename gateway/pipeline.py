@@ -3,6 +3,14 @@
 The inbound message is already stored when a turn gets here (the router does
 that before anything else). Every failure ends in a failed turn with an error
 code, published to the conversation; the user's message stays.
+
+The person is never left without a word: a ``WAITING`` event goes out every
+``waiting_notice_s`` while the model has sent nothing; the first token must come
+within ``first_token_timeout_s`` and the whole answer within the turn's
+deadline (the brain's retries included), else the turn fails as
+``brain_timeout``. Text streamed before a reply broke off is kept with the
+failed turn as its partial reply; a completion with no text fails as
+``empty_reply``. All of these are retryable.
 """
 
 from __future__ import annotations
@@ -10,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
-from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout
+from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout, EmptyReply
 from gateway.hub import ConversationHub
 from gateway.prompt import (
     AfterTurnStage,
@@ -59,6 +67,10 @@ class PipelineSettings:
     max_retries: int = 0
     # The whole turn's deadline; 0: automatic_deadline_s(timeout_s, max_retries).
     turn_deadline_s: float = 0.0
+    # The model's first token (its retries included) must come within this; 0: no limit.
+    first_token_timeout_s: float = 30.0
+    # A WAITING event this often while the model has sent nothing; 0: none.
+    waiting_notice_s: float = 4.0
 
     @property
     def deadline_s(self) -> float:
@@ -111,30 +123,43 @@ class TurnPipeline:
             self._restore_pending(taken)
             raise
 
-    async def run(self, inbound: StoredInbound, received_perf: float) -> None:
-        """Answer one stored message; never raises for a failed turn (it is recorded)."""
+    async def run(
+        self,
+        inbound: StoredInbound,
+        received_perf: float,
+        answered: Callable[[], None] | None = None,
+    ) -> None:
+        """Answer one stored message; never raises for a failed turn (it is recorded).
+
+        ``answered`` is called once the reply (or the failure) is stored and sent,
+        before the after-turn stages: the router gives the turn's place to the next.
+        """
         values: dict[str, object] = {"brain": self.brain.name}
         turn: TurnContext | None = None
         request: BrainRequest | None = None
+        # The reply's text as it streams: kept as a partial reply if the turn fails.
+        streamed: list[str] = []
         try:
             turn = await self._begin(inbound)
             request = await self._prepare(turn, values)
-            outcome = await self._answer(inbound, request, values, received_perf)
+            outcome = await self._answer(inbound, request, values, received_perf, streamed)
         except TimeoutError:
             error: AgentGWError = BrainTimeout(
                 f"no complete answer within {self.settings.deadline_s:g} s"
             )
-            outcome = await self._fail(inbound, request, error, values)
+            outcome = await self._fail(inbound, request, error, values, streamed)
         except AgentGWError as exc:
-            outcome = await self._fail(inbound, request, exc, values)
+            outcome = await self._fail(inbound, request, exc, values, streamed)
         except Exception as exc:  # a bug must fail the turn, not hang it
             log.exception("turn %d: unexpected error", inbound.turn_id)
             error = AgentGWError(f"{exc.__class__.__name__}: {exc}")
-            outcome = await self._fail(inbound, request, error, values)
+            outcome = await self._fail(inbound, request, error, values, streamed)
         except asyncio.CancelledError:
             error = AgentGWError("the gateway is shutting down", code="interrupted")
-            await asyncio.shield(self._fail(inbound, request, error, values))
+            await asyncio.shield(self._fail(inbound, request, error, values, streamed))
             raise
+        if answered is not None:
+            answered()
         if turn is not None:
             await self._after(turn, outcome)
 
@@ -192,14 +217,17 @@ class TurnPipeline:
         request: BrainRequest,
         values: dict[str, object],
         received_perf: float,
+        streamed: list[str],
     ) -> TurnOutcome:
         brain_start = time.perf_counter()
         values["prepare_ms"] = (brain_start - received_perf) * 1000
         # The deadline covers the brain's own retries: a first attempt that
         # times out must leave room for the retry that answers.
         completion = await asyncio.wait_for(
-            self._stream(inbound, request), timeout=self.settings.deadline_s
+            self._stream(inbound, request, streamed), timeout=self.settings.deadline_s
         )
+        if not completion.text.strip():
+            raise EmptyReply(f"{self.brain.name}: the model's answer has no text")
         brain_done = time.perf_counter()
         values["brain_ms"] = (brain_done - brain_start) * 1000
         values.update(
@@ -242,21 +270,68 @@ class TurnPipeline:
             except Exception:  # one stage failing must not stop the others
                 log.exception("turn %d: after-turn stage %s failed", turn.turn_id, stage.name)
 
-    async def _stream(self, inbound: StoredInbound, request: BrainRequest) -> Completion:
-        async for event in self.brain.stream(request):
-            if isinstance(event, TextDelta):
-                if event.text:
-                    await self.hub.publish(
-                        TurnEvent(
-                            TurnEventKind.DELTA,
-                            inbound.address.conversation_id,
-                            inbound.message_id,
-                            text=event.text,
+    async def _stream(
+        self, inbound: StoredInbound, request: BrainRequest, streamed: list[str]
+    ) -> Completion:
+        """The brain's answer, its deltas published and collected in ``streamed``."""
+        first_token = asyncio.Event()
+        notices = asyncio.create_task(
+            self._notify_waiting(inbound, first_token), name=f"turn-{inbound.turn_id}-waiting"
+        )
+        limit = self.settings.first_token_timeout_s
+        try:
+            async with asyncio.timeout(limit or None) as first:
+                async for event in self.brain.stream(request):
+                    if isinstance(event, TextDelta):
+                        if not event.text:
+                            continue
+                        if not first_token.is_set():
+                            first.reschedule(None)
+                            first_token.set()
+                            # A notice being sent right now goes out before the delta.
+                            await asyncio.wait([notices])
+                        streamed.append(event.text)
+                        await self.hub.publish(
+                            TurnEvent(
+                                TurnEventKind.DELTA,
+                                inbound.address.conversation_id,
+                                inbound.message_id,
+                                text=event.text,
+                            )
                         )
-                    )
-            else:
-                return event
+                    else:
+                        return event
+        except TimeoutError:
+            if first.expired():
+                raise BrainTimeout(
+                    f"{self.brain.name}: no first token within {limit:g} s"
+                ) from None
+            raise
+        finally:
+            first_token.set()
+            await _end_notices(notices)
         raise BrainInterrupted(f"{self.brain.name}: the answer stream ended early")
+
+    async def _notify_waiting(self, inbound: StoredInbound, first_token: asyncio.Event) -> None:
+        """A WAITING event every ``waiting_notice_s`` until the first token comes."""
+        every = self.settings.waiting_notice_s
+        if every <= 0:
+            return
+        started = time.monotonic()
+        while True:
+            try:
+                await asyncio.wait_for(first_token.wait(), every)
+            except TimeoutError:
+                await self.hub.publish(
+                    TurnEvent(
+                        TurnEventKind.WAITING,
+                        inbound.address.conversation_id,
+                        inbound.message_id,
+                        waited_s=round(time.monotonic() - started, 1),
+                    )
+                )
+            else:
+                return
 
     async def _fail(
         self,
@@ -264,13 +339,24 @@ class TurnPipeline:
         request: BrainRequest | None,
         error: AgentGWError,
         values: dict[str, object],
+        streamed: list[str],
     ) -> TurnOutcome:
         if isinstance(error, BrainError):
             log.warning("turn %d failed: %s (%s)", inbound.turn_id, error.code, error)
         else:
             log.error("turn %d failed: %s (%s)", inbound.turn_id, error.code, error)
+        # What the person already saw of a reply that broke off stays theirs to see.
+        partial = "".join(streamed)
+        partial = partial if partial.strip() else ""
         try:
-            await fail_turn(self.store, inbound.turn_id, error.code, str(error), values)
+            await fail_turn(
+                self.store,
+                inbound.turn_id,
+                error.code,
+                str(error),
+                values,
+                partial_text=partial or None,
+            )
         except AgentGWError:
             # The message itself is stored; on restart this turn shows as interrupted.
             log.exception("could not record the failure of turn %d", inbound.turn_id)
@@ -281,9 +367,19 @@ class TurnPipeline:
                 inbound.message_id,
                 text=user_message(error),
                 code=error.code,
+                partial=partial,
             )
         )
         return TurnOutcome(request, error_code=error.code)
+
+
+async def _end_notices(notices: asyncio.Task[None]) -> None:
+    """Stop a turn's WAITING notices; one that failed is logged, not the turn's failure."""
+    if not notices.done():
+        notices.cancel()
+    await asyncio.wait([notices])
+    if not notices.cancelled() and notices.exception() is not None:
+        log.warning("waiting notice failed: %r", notices.exception())
 
 
 def user_message(error: AgentGWError) -> str:
@@ -295,6 +391,7 @@ def user_message(error: AgentGWError) -> str:
         "brain_overloaded": "The model is overloaded right now.",
         "brain_unavailable": "The model could not be reached.",
         "brain_interrupted": "The model's answer broke off.",
+        "empty_reply": "The model answered with nothing.",
         "brain_rejected": "The model refused the request.",
         "brain_not_configured": "No model is configured.",
         "interrupted": "The gateway stopped before answering.",

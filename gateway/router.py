@@ -1,16 +1,27 @@
 """Sender → person → conversation, store first, then one lane per conversation.
 
 Turns of one conversation run strictly in arrival order (a lane is a queue
-with one worker); different conversations run concurrently. The inbound
-message is stored before ``accept`` returns, so a crash after that loses
-nothing.
+with one worker); different conversations run concurrently, at most
+``max_running`` turns being answered at once (context, model, reply stored
+and sent): the others wait their turn in arrival order (FIFO) instead of all
+meeting at the store and the model together. A turn's after-turn stages
+(memory ingest, judge, observer) run after it gives its place back, still on
+its lane, so the conversation's next turn waits for them as before. The
+inbound message is stored before ``accept`` returns, so a crash after that
+loses nothing.
+
+Past ``max_queued`` waiting turns a new message is still stored and queued
+(it is answered in its turn: nothing is dropped), and ``backpressure`` tells
+the channel how long the sender should hold off (webchat sends ``busy``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from channels.base import Inbound, TurnEvent, TurnEventKind
@@ -30,6 +41,15 @@ from gateway.untrusted import storable
 
 log = logging.getLogger(__name__)
 
+# Turns answered at once, and waiting turns past which senders are asked to hold off.
+MAX_RUNNING_TURNS = 512
+MAX_QUEUED_TURNS = 100
+# The retry-after given to a busy sender stays within these bounds (seconds).
+RETRY_AFTER_MIN_S = 1
+RETRY_AFTER_MAX_S = 300
+# Weight of the newest turn in the running mean of a turn's duration.
+_DURATION_WEIGHT = 0.2
+
 
 class ShuttingDown(AgentGWError):
     code = "shutting_down"
@@ -41,6 +61,22 @@ class _Lane:
     busy: bool = False
 
 
+class _Place:
+    """A running turn's place, given back once: when it is answered (before its
+    after-turn stages, which need no place) or when it ends, whichever is first."""
+
+    def __init__(self, places: asyncio.Semaphore, on_release: Callable[[], None]) -> None:
+        self._places = places
+        self._on_release = on_release
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._places.release()
+            self._on_release()
+
+
 class Router:
     def __init__(
         self,
@@ -48,11 +84,23 @@ class Router:
         pipeline: TurnPipeline,
         hub: ConversationHub,
         supervisor: TaskSupervisor,
+        *,
+        max_running: int = MAX_RUNNING_TURNS,
+        max_queued: int = MAX_QUEUED_TURNS,
     ) -> None:
+        if max_running < 1 or max_queued < 0:
+            raise ValueError("max_running must be 1 or more and max_queued 0 or more")
         self.store = store
         self.pipeline = pipeline
         self.hub = hub
         self.supervisor = supervisor
+        self.max_running = max_running
+        self.max_queued = max_queued
+        self._running = asyncio.Semaphore(max_running)
+        # Turns queued and not started yet, over all lanes.
+        self._waiting = 0
+        # A turn's mean duration (seconds), for the retry-after of a busy sender.
+        self._turn_s = 1.0
         self._lanes: dict[int, _Lane] = {}
         self._accepting = True
         self._idle = asyncio.Event()
@@ -117,6 +165,7 @@ class Router:
         if lane is None:
             lane = self._lanes[conversation_id] = _Lane()
         lane.queue.put_nowait((stored, received_perf))
+        self._waiting += 1
         if not lane.busy:
             lane.busy = True
             self._idle.clear()
@@ -128,7 +177,15 @@ class Router:
             while True:
                 while not lane.queue.empty():
                     stored, received_perf = lane.queue.get_nowait()
-                    await self.pipeline.run(stored, received_perf)
+                    try:
+                        await self._running.acquire()
+                    finally:
+                        self._waiting -= 1
+                    place = _Place(self._running, self._timed(time.perf_counter()))
+                    try:
+                        await self.pipeline.run(stored, received_perf, place.release)
+                    finally:
+                        place.release()
                 if not (flushing and self.pipeline.pending_values) or self._others_busy(lane):
                     break
                 # The last busy lane writes what the turns left pending, then
@@ -142,6 +199,13 @@ class Router:
             if not any(lane.busy for lane in self._lanes.values()):
                 self._idle.set()
 
+    def _timed(self, started: float) -> Callable[[], None]:
+        def answered() -> None:
+            # Answering time only: that is what a waiting turn waits for.
+            self._turn_s += _DURATION_WEIGHT * (time.perf_counter() - started - self._turn_s)
+
+        return answered
+
     def _others_busy(self, lane: _Lane) -> bool:
         return any(other.busy for other in self._lanes.values() if other is not lane)
 
@@ -153,6 +217,22 @@ class Router:
             log.exception("could not write the pending turn values")
             return False
         return True
+
+    @property
+    def turns_waiting(self) -> int:
+        """Turns queued that have not started yet."""
+        return self._waiting
+
+    def backpressure(self) -> float | None:
+        """Seconds a sender should hold off when the queue is past ``max_queued``, else None.
+
+        The estimate is the queue's length over the turns run at once, times a
+        turn's running mean duration.
+        """
+        if self._waiting <= self.max_queued:
+            return None
+        estimate = self._waiting / self.max_running * self._turn_s
+        return float(min(RETRY_AFTER_MAX_S, max(RETRY_AFTER_MIN_S, math.ceil(estimate))))
 
     @property
     def turns_in_flight(self) -> int:

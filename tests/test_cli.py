@@ -241,6 +241,17 @@ def test_bench_gateway_core_stages_leave_memory_and_persona_loop_out() -> None:
     assert (figures["turns"], figures["errors"]) == (4, 0)
 
 
+def test_bench_gateway_burst_prints_its_figures_as_json() -> None:
+    """A tiny real burst: new pages, one first message each, all sent at once."""
+    result = run_command("bench", "gateway", "--burst", "6", "--stages", "core", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert (figures["burst"], figures["replied"], figures["errors"]) == (6, 6, 0)
+    assert figures["error_codes"] == {}
+    assert 0 < figures["ack_p50_ms"] <= figures["ack_p95_ms"]
+    assert figures["ack_p95_ms"] <= figures["reply_p95_ms"]
+
+
 def test_bench_pack_fills_a_store_then_reuses_it(tmp_path: Path) -> None:
     """A tiny real run: the bundled model, a synthetic store, timed packs; then again
     on the same store, which is reused (no ingest) with its full-text index loaded."""

@@ -18,8 +18,10 @@ from sqlalchemy import func, select
 from channels.telegram import SECRET_HEADER, TelegramChannel, TelegramState
 from channels.telegram_send import split_message, utf16_len
 from channels.telegram_text import REFUSAL
+from gateway.brains.base import BrainEvent, BrainRequest, TextDelta
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
+from gateway.errors import BrainInterrupted
 from gateway.store import Identity, Message, Person, Store, Turn
 from gateway.store.models import AccessRefusal
 from gateway.testing.fake_telegram import FakeTelegram
@@ -511,3 +513,31 @@ async def test_a_rejected_token_leaves_the_gateway_running(
         assert len(fake.calls_to("getMe")) == 1  # a wrong token is not retried
         reply = await webchat_turn(running, "browser-session-1", "still here")
         assert reply["text"] == "You said: still here"
+
+
+async def test_an_empty_reply_and_a_partial_reply_send_no_empty_message(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    """The empty reply is an empty_reply error; a broken one sends its text, marked cut."""
+
+    class BreaksBrain(ScriptedBrain):
+        async def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
+            if request.messages[-1].text == "break":
+                yield TextDelta("Half of it")
+                raise BrainInterrupted("scripted: the answer broke off")
+            async for event in super().stream(request):
+                yield event
+
+    brain = BreaksBrain(script=["  \n"])
+    async with gateway(tg_config(tmp_path, fake), brain) as running:
+        assert await telegram_of(running).wait_ready(10)
+        fake.push(fake.text_update(ALICE, "say nothing"))
+        await fake.wait_for(lambda: fake.sent_texts(ALICE), what="the empty reply's notice")
+        fake.push(fake.text_update(ALICE, "break"))
+        await fake.wait_for(lambda: len(fake.sent_texts(ALICE)) >= 2, what="the partial reply")
+    empty, partial = fake.sent_texts(ALICE)
+    assert empty.endswith("(empty_reply)")
+    assert "nothing" in empty
+    assert partial.startswith("Half of it […]")
+    assert partial.endswith("(brain_interrupted)")
+    assert all(text.strip() for text in fake.sent_texts(ALICE))

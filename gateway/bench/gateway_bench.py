@@ -34,6 +34,8 @@ JSON printed with ``--json``::
 a reply (error frames, timeouts, dropped connections, failed turns in the
 store); ``rtt_*`` is the client's view (message sent → reply received).
 Exit status 1 when there were errors.
+
+``--burst N`` measures overload instead: see ``gateway/bench/burst_bench.py``.
 """
 
 from __future__ import annotations
@@ -418,6 +420,13 @@ def main(args: argparse.Namespace) -> int:
     if pause_ms < 0:
         raise ConfigError("--pause-ms must be 0 or more")
     profile = getattr(args, "profile", None)
+    burst = int(getattr(args, "burst", 0) or 0)
+    if burst < 0:
+        raise ConfigError("--burst must be 1 or more")
+    if burst:
+        from gateway.bench.burst_bench import main_burst
+
+        return main_burst(args, burst, profile)
     with tempfile.TemporaryDirectory(prefix="agentgw-bench-gateway-") as folder:
         result = asyncio.run(
             run(

@@ -34,9 +34,17 @@ T = TypeVar("T")
 # Reader threads (and connections) of ``Store.read``: two searches at once on 2 cores.
 READERS = 2
 
+# Sessions (``reader``) on at once by default; more wait their turn (store.read_sessions).
+READ_SESSIONS = 4
+# How long a session may wait for a pooled connection: a guard against a bug only,
+# since sessions wait for their place first and never ask the pool for more than it has.
+POOL_TIMEOUT_S = 60.0
+
 # Set while this task (or a task it started) holds the store's write turn, so a
 # session opened inside another one does not wait for itself.
 _WRITING: ContextVar[bool] = ContextVar("agentgw_store_writing", default=False)
+# The same for a reader session's place, so a nested reader does not wait for itself.
+_READING: ContextVar[bool] = ContextVar("agentgw_store_reading", default=False)
 
 
 def alembic_config(connection: Connection | None = None) -> AlembicConfig:
@@ -72,11 +80,31 @@ class Store:
     one hop between threads instead of several per statement (aiosqlite's).
     ``read`` does the same for a read-only transaction, on reader threads and
     connections of their own (the Memory Pack's searches, on its critical path).
+
+    The sessions' connection pool is sized from that work: one connection for
+    the one writer session, ``read_sessions`` for reader sessions, and as many
+    again for a session opened inside another one. Reader sessions take a
+    place in turn (FIFO, no timeout) before they take a connection, so a burst
+    waits for the store instead of failing with SQLAlchemy's pool timeout
+    (``QueuePool limit ... reached``: 400 first messages at once failed 2-90
+    turns that way before).
     """
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        echo: bool = False,
+        read_sessions: int = READ_SESSIONS,
+        pool_timeout_s: float = POOL_TIMEOUT_S,
+    ) -> None:
+        if read_sessions < 1:
+            raise StoreError("store.read_sessions must be 1 or more")
         self.url = url
         self._echo = echo
+        self.read_sessions = read_sessions
+        self._pool_timeout_s = pool_timeout_s
+        self._read_places = asyncio.Semaphore(read_sessions)
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._write_turn = asyncio.Lock()
@@ -116,7 +144,21 @@ class Store:
         database_file = sqlite_file(self.url)
         if database_file is not None:
             database_file.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(self.url, echo=self._echo)
+        # One writer session, read_sessions readers, and as many nested sessions (a
+        # session opened while this task holds one does not wait for a place). The
+        # timeout is only a guard against a bug: callers never ask for more.
+        pool_size = 1 + self.read_sessions
+        engine = (
+            create_async_engine(
+                self.url,
+                echo=self._echo,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_timeout=self._pool_timeout_s,
+            )
+            if sqlite_file(self.url) is not None or not self.is_sqlite
+            else create_async_engine(self.url, echo=self._echo)
+        )
         if self.is_sqlite:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         try:
@@ -221,12 +263,29 @@ class Store:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
 
     @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[None]:
+        """A reader session's place (at once when this task already holds one, or the
+        write turn: a writer must not queue behind readers while every write waits)."""
+        if _READING.get() or _WRITING.get():
+            yield
+            return
+        async with self._read_places:
+            token = _READING.set(True)
+            try:
+                yield
+            finally:
+                _READING.reset(token)
+
+    @asynccontextmanager
     async def reader(self) -> AsyncIterator[AsyncSession]:
-        """A session for reads only: it does not wait for the writers' turn."""
+        """A session for reads only: it does not wait for the writers' turn.
+
+        It waits for a place among ``read_sessions`` instead of the pool's timeout.
+        """
         if self._sessions is None:
             raise StoreError("store is not open")
         try:
-            async with self._sessions() as session, session.begin():
+            async with self._reading(), self._sessions() as session, session.begin():
                 yield session
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc

@@ -200,6 +200,8 @@ class Turn(Base):
     )
     error_code: Mapped[str | None] = mapped_column(String(64), default=None)
     error_message: Mapped[str | None] = mapped_column(Text, default=None)
+    # What a broken reply had streamed before it broke off (failed turns only).
+    partial_text: Mapped[str | None] = mapped_column(Text, default=None)
     brain: Mapped[str] = mapped_column(String(32), default="")
     model: Mapped[str] = mapped_column(String(100), default="")
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)

@@ -359,8 +359,15 @@ async def finish_turn(
 
 
 async def fail_turn(
-    store: Store, turn_id: int, code: str, message: str, values: dict[str, Any] | None = None
+    store: Store,
+    turn_id: int,
+    code: str,
+    message: str,
+    values: dict[str, Any] | None = None,
+    partial_text: str | None = None,
 ) -> None:
+    """Close the turn as failed; ``partial_text``: what its broken reply had streamed."""
+
     def work(connection: Connection) -> None:
         _update_turn(
             connection,
@@ -370,6 +377,7 @@ async def fail_turn(
                 "status": TurnStatus.FAILED,
                 "error_code": code,
                 "error_message": message,
+                "partial_text": partial_text,
                 "finished_at": utcnow(),
             },
         )
@@ -397,6 +405,7 @@ async def reopen_failed_turn(
                 status=TurnStatus.RECEIVED,
                 error_code=None,
                 error_message=None,
+                partial_text=None,
                 started_at=None,
                 finished_at=None,
             )
@@ -460,6 +469,8 @@ class HistoryEntry:
     status: TurnStatus | None = None
     error_code: str | None = None
     reply_to: int | None = None
+    # For user messages whose turn failed mid-reply: the text it had streamed.
+    partial_text: str | None = None
 
 
 async def conversation_history(
@@ -500,6 +511,7 @@ async def conversation_history(
                 status=turn.status if turn else None,
                 error_code=turn.error_code if turn else None,
                 reply_to=replied.inbound_message_id if replied else None,
+                partial_text=turn.partial_text if turn else None,
             )
         )
     return entries

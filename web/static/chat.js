@@ -11,6 +11,9 @@
 // - A reconnect asks for history after the oldest unfinished turn we show (or
 //   the last message seen), so a turn that finished or failed while we were
 //   away is brought up to date; history.in_flight continues a streaming reply.
+// - A silent model is announced ("still waiting for the model…", status frame)
+//   until its first delta; a reply that broke off stays on screen as a partial
+//   reply with a Retry; a busy frame says the message is queued, not lost.
 "use strict";
 
 (() => {
@@ -23,6 +26,7 @@
   const NOT_STORED = new Set(["unsent", "sending", "held"]);
   const STATUS_LABEL = { unsent: "not sent yet", sending: "sending…", retrying: "retrying…" };
   const FAILED_TEXT = "The answer failed. Your message is saved.";
+  const WAITING_TEXT = "still waiting for the model…";
 
   const storage = safeStorage();
   const session = loadSession();
@@ -70,6 +74,7 @@
   const byClient = new Map(); // client_id -> user record
   const replies = new Map(); // reply message id -> reply record
   const streams = new Map(); // inbound message id -> reply being streamed
+  const partials = new Map(); // inbound message id -> partial reply shown (a failed turn's)
 
   // ---------------------------------------------------------------- storage
 
@@ -216,7 +221,10 @@
     if (user.id != null) el.dataset.messageId = String(user.id);
     el.dataset.clientId = user.clientId || "";
     el.dataset.status = user.status;
-    const label = STATUS_LABEL[user.status];
+    let label = STATUS_LABEL[user.status];
+    if (user.busy && user.status === "received") {
+      label = `queued: the gateway is busy, it will answer in its turn (about ${user.busy} s)`;
+    }
     user.meta.textContent = [timeText(user.createdAt), label].filter(Boolean).join(" · ");
 
     user.note?.remove();
@@ -263,6 +271,49 @@
     return stream;
   }
 
+  // "still waiting for the model…" under a reply that has no text yet.
+  function showWaiting(replyTo, waitedS) {
+    const stream = ensureStream(replyTo);
+    if (stream.text) return;
+    if (!stream.waiting) {
+      stream.waiting = element("div", "waiting");
+      stream.waiting.setAttribute("role", "status");
+      withScroll(() => stream.el.append(stream.waiting));
+    }
+    const seconds = Math.round(waitedS || 0);
+    stream.waiting.textContent = seconds > 0 ? `${WAITING_TEXT} ${seconds} s` : WAITING_TEXT;
+  }
+
+  function clearWaiting(stream) {
+    if (stream?.waiting) {
+      stream.waiting.remove();
+      stream.waiting = null;
+    }
+  }
+
+  // What a broken reply had streamed, marked partial, with a Retry of its turn.
+  function showPartial(user) {
+    dropPartial(user.id);
+    if (!user.partial) return;
+    const parts = assistantElement();
+    parts.el.classList.add("partial");
+    parts.el.dataset.replyTo = String(user.id);
+    parts.bubble.textContent = user.partial;
+    parts.meta.append(element("span", null, "partial reply: the answer broke off · "));
+    const retry = element("button", "retry link", "Retry");
+    retry.type = "button";
+    retry.setAttribute("aria-label", `Retry the answer to: ${user.text.slice(0, 60)}`);
+    retry.addEventListener("click", () => retryUser(user));
+    parts.meta.append(retry);
+    partials.set(user.id, parts.el);
+    withScroll(() => place(parts.el, replyKey(user.id, null)));
+  }
+
+  function dropPartial(replyTo) {
+    partials.get(replyTo)?.remove();
+    partials.delete(replyTo);
+  }
+
   function setStreamText(stream, text) {
     stream.text = text;
     withScroll(() => {
@@ -289,6 +340,7 @@
     let parts;
     if (stream) {
       streams.delete(replyTo);
+      clearWaiting(stream);
       parts = stream;
       parts.el.classList.remove("streaming");
       parts.el.removeAttribute("aria-busy");
@@ -341,9 +393,14 @@
   function setStatus(user, status, error = null) {
     user.status = status;
     user.error = error;
-    // A failed turn's partial text was never stored: it does not stay on screen.
-    if (status === "failed" && user.id != null) dropStream(user.id);
-    else if (!SETTLED.has(status) && !NOT_STORED.has(status)) ensureStream(user.id);
+    if (status !== "received") user.busy = null;
+    if (status !== "failed") user.partial = null;
+    if (user.id != null && status !== "failed") dropPartial(user.id);
+    // The live stream goes; what the store kept of it (partial_text) comes back marked.
+    if (status === "failed" && user.id != null) {
+      dropStream(user.id);
+      showPartial(user);
+    } else if (!SETTLED.has(status) && !NOT_STORED.has(status)) ensureStream(user.id);
     withScroll(() => renderUser(user));
   }
 
@@ -528,7 +585,22 @@
       const user = byId.get(frame.reply_to);
       if (user && user.status !== "generating") setStatus(user, "generating");
       const stream = ensureStream(frame.reply_to);
+      clearWaiting(stream);
       setStreamText(stream, stream.text + frame.text);
+    },
+
+    status(frame) {
+      if (frame.state !== "waiting" || frame.reply_to == null) return;
+      const user = byId.get(frame.reply_to);
+      if (user && SETTLED.has(user.status)) return;
+      showWaiting(frame.reply_to, frame.waited_s);
+    },
+
+    busy(frame) {
+      const user = userFor(frame.message_id, frame.client_id);
+      if (!user) return;
+      user.busy = Math.max(1, Math.round(frame.retry_after_s || 1));
+      if (user.status === "received") withScroll(() => renderUser(user));
     },
 
     reply(frame) {
@@ -550,7 +622,10 @@
         state.touched.add(frame.reply_to);
         const user = byId.get(frame.reply_to);
         dropStream(frame.reply_to);
-        if (user) setStatus(user, "failed", error);
+        if (user) {
+          user.partial = frame.partial_text || null;
+          setStatus(user, "failed", error);
+        }
         else notice(`${frame.code}: ${error.message}`, true);
         return;
       }
@@ -598,6 +673,7 @@
     }
     const status = m.status || "replied";
     if (status === "failed") {
+      user.partial = m.partial_text || null;
       setStatus(user, "failed", { code: m.error_code || "failed", message: FAILED_TEXT });
       return;
     }
@@ -614,6 +690,7 @@
     byClient.clear();
     replies.clear();
     streams.clear();
+    partials.clear();
     ui.log.replaceChildren();
     ui.empty.hidden = false;
     state.lastSeen = 0;
