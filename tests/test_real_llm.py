@@ -458,10 +458,6 @@ async def test_a_turn_ends_at_a_stop_sequence(tmp_path: Path, llama_server: Llam
     assert stop not in messages[-1].text
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the turn-level empty_reply contract is h/overload's (gateway.errors.EmptyReply)",
-)
 async def test_an_empty_answer_fails_the_turn_and_shows_nothing(
     tmp_path: Path, llama_server: LlamaServer
 ) -> None:
