@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from gateway.config import Config, load_config
-from gateway.errors import AgentGWError, ConfigError, DatabaseInUse
+from gateway.errors import AgentGWError, ConfigError
+
+if TYPE_CHECKING:
+    from gateway.startup import Announcer
 
 
 def _config_from(args: argparse.Namespace) -> Config:
@@ -28,36 +29,48 @@ def _config_from(args: argparse.Namespace) -> Config:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gateway.app import STOP_ON_LOST_DATABASE, create_app
+    from gateway.startup import Announcer, bind_sockets, configure_logging, serving_url
 
     config = _config_from(args)
-    logging.basicConfig(
-        level=config.log.level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # httpx logs every request URL at INFO, and Bot API URLs carry the Telegram
-    # bot token (and a line per long poll); its warnings still come through.
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.root.level))
-    app = create_app(config)
-    lost: list[DatabaseInUse] = []
+    configure_logging(config.log.level)
+    # Before anything slow: a port in use ends the command here, in a fraction of a
+    # second, and a bound one queues connections while the rest starts.
+    sockets = bind_sockets(config.server.host, config.server.port)
+    try:
+        return _serve(
+            config, sockets, Announcer(serving_url(config.server.host, config.server.port))
+        )
+    finally:
+        for sock in sockets:
+            sock.close()
 
-    def stop(error: DatabaseInUse) -> None:
-        # Another gateway took the database while this one's lock was down: this one
-        # stops, as on an operator's SIGTERM (turns under way finish, nothing is lost).
-        lost.append(error)
+
+def _serve(config: Config, sockets: list[socket.socket], announcer: Announcer) -> int:
+    from aiohttp import web
+
+    from gateway.app import ANNOUNCE_READY, STOP_ON_FAILED_START, STOP_ON_LOST_DATABASE, create_app
+
+    app = create_app(config)
+    stopped: list[AgentGWError] = []
+
+    def stop(error: AgentGWError) -> None:
+        # Another gateway took the database while this one's lock was down, or what
+        # loads in the background failed: this one stops, as on an operator's SIGTERM
+        # (turns under way finish, nothing is lost).
+        stopped.append(error)
         os.kill(os.getpid(), signal.SIGTERM)
 
     app[STOP_ON_LOST_DATABASE] = stop
-    print(f"agentgw: webchat on http://{config.server.host}:{config.server.port}/", flush=True)
+    app[STOP_ON_FAILED_START] = stop
+    app[ANNOUNCE_READY] = announcer.ready
     web.run_app(
         app,
-        host=config.server.host,
-        port=config.server.port,
-        print=None,
+        sock=sockets,
+        print=announcer.serving,
         shutdown_timeout=config.server.shutdown_grace_s,
     )
-    if lost:
-        raise lost[0]  # exit 2, with what happened
+    if stopped:
+        raise stopped[0]  # exit 2, with what happened
     return 0
 
 
@@ -105,6 +118,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from gateway.bench import pack_bench
 
         return pack_bench.main(args)
+    if args.bench == "start":
+        from gateway.bench import start_bench
+
+        return start_bench.main(args)
     from gateway.bench import gateway_bench
 
     if args.bench == "gateway":
@@ -217,6 +234,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="start each pack as soon as the last returned, beside its trace write",
     )
     pack.add_argument("--json", action="store_true")
+    start = bench_sub.add_parser(
+        "start", help="a restart's time to an acknowledged webchat message (real gateway)"
+    )
+    start.add_argument(
+        "--items", type=int, default=0, help="memory items in the store first (0: an empty one)"
+    )
+    start.add_argument("--runs", type=int, default=5)
+    start.add_argument(
+        "--pythonpath", metavar="PATH", help="run the gateway of this checkout (before/after)"
+    )
+    start.add_argument("--json", action="store_true")
     bench.set_defaults(func=cmd_bench)
 
     from persona.cli import add_commands as add_persona_commands
