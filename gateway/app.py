@@ -361,8 +361,15 @@ async def _warm_up(
             stop(AgentGWError(f"could not start: {exc!r}"))
         return
     gateway.ready.set()
-    log.info("agentgw %s ready: brain=%s store=%s", __version__, gateway.brain.name, store.url)
     announce = app.get(ANNOUNCE_READY)
+    # `agentgw run` says "ready" itself, as the console's last line.
+    log.log(
+        logging.INFO if announce is None else logging.DEBUG,
+        "agentgw %s ready: brain=%s store=%s",
+        __version__,
+        gateway.brain.name,
+        store.url,
+    )
     if announce is not None:
         announce()
 

@@ -93,6 +93,9 @@ async def one_start(folder: Path, number: int, env: dict[str, str]) -> dict[str,
             "--config",
             str(config),
             stdin=asyncio.subprocess.DEVNULL,
+            # Not this checkout's folder: ``-m`` would import the gateway from there
+            # ahead of PYTHONPATH (--pythonpath).
+            cwd=folder,
             stdout=log_file,
             stderr=log_file,
             env=env,
