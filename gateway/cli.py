@@ -242,7 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--runs", type=int, default=5)
     start.add_argument(
-        "--pythonpath", metavar="PATH", help="run the gateway of this checkout (before/after)"
+        "--pythonpath", metavar="PATH", help="run the gateway of the checkout in PATH"
+    )
+    start.add_argument(
+        "--against",
+        metavar="PATH",
+        help="alternate each run with the gateway of the checkout in PATH (before/after)",
     )
     start.add_argument("--json", action="store_true")
     bench.set_defaults(func=cmd_bench)

@@ -18,13 +18,18 @@ the shared model cache, so the runs are those of a warm machine. With
 (the synthetic sentences of ``bench pack``, embedded and indexed), as a used
 store; the reply then also pays for opening that person's indexes.
 
-``--pythonpath PATH`` runs the gateway of another checkout (a before/after in
-one sitting). JSON printed with ``--json``::
+``--pythonpath PATH`` runs the gateway of another checkout. ``--against PATH``
+alternates each run with one of the gateway in PATH over the same store (a
+before/after in one sitting, as the machine's speed drifts) and reports its
+figures under ``against`` and ``ack_p50_ratio`` (theirs / ours). JSON printed
+with ``--json``::
 
-    {"items", "runs", "warm_up", "serving_s", "ack_s", "reply_s", "ready_s",
-     "ack_p50_s", "ack_max_s", "reply_p50_s", "target_ack_s", "exit_codes"}
+    {"items", "runs", "target_ack_s", "warm_up", "serving_s", "ack_s", "reply_s",
+     "ready_s", "ack_p50_s", "ack_max_s", "reply_p50_s", "exit_codes",
+     "against": {...the same...}, "ack_p50_ratio"}
 
-Exit status 1 when a run's ack took longer than ``TARGET_ACK_S`` or a run failed.
+Exit status 1 when a run's ack took longer than ``TARGET_ACK_S`` or a run failed
+(of this checkout's runs).
 """
 
 from __future__ import annotations
@@ -166,21 +171,10 @@ async def _time_start(
     return result
 
 
-async def run(items: int, runs: int, pythonpath: str | None) -> dict[str, Any]:
-    env = child_environment()
-    if pythonpath is not None:
-        env["PYTHONPATH"] = pythonpath
-    with tempfile.TemporaryDirectory(prefix="agentgw-bench-start-") as name:
-        folder = Path(name)
-        if items:
-            await fill_store(folder, items)
-        warm_up = await one_start(folder, 0, env)
-        results = [await one_start(folder, n, env) for n in range(1, runs + 1)]
+def summary(results: list[dict[str, Any]], warm_up: dict[str, Any]) -> dict[str, Any]:
     acks = [r["ack_s"] for r in results]
     replies = [r["reply_s"] for r in results]
     return {
-        "items": items,
-        "runs": runs,
         "warm_up": warm_up,
         "serving_s": [r["serving_s"] for r in results],
         "ack_s": acks,
@@ -189,17 +183,46 @@ async def run(items: int, runs: int, pythonpath: str | None) -> dict[str, Any]:
         "ack_p50_s": round(statistics.median(acks), 3),
         "ack_max_s": max(acks),
         "reply_p50_s": round(statistics.median(replies), 3),
-        "target_ack_s": TARGET_ACK_S,
         "exit_codes": [r["exit_code"] for r in results],
     }
+
+
+async def run(
+    items: int, runs: int, pythonpath: str | None, against: str | None = None
+) -> dict[str, Any]:
+    env = child_environment()
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    other = {**env, "PYTHONPATH": against} if against is not None else None
+    with tempfile.TemporaryDirectory(prefix="agentgw-bench-start-") as name:
+        folder = Path(name)
+        if items:
+            await fill_store(folder, items)
+        warm_up = await one_start(folder, 0, env)
+        other_warm_up = await one_start(folder, 0, other) if other is not None else {}
+        mine: list[dict[str, Any]] = []
+        theirs: list[dict[str, Any]] = []
+        for n in range(1, runs + 1):
+            # Alternated over the same store, so both see the same machine.
+            mine.append(await one_start(folder, n, env))
+            if other is not None:
+                theirs.append(await one_start(folder, n, other))
+    ours = summary(mine, warm_up)
+    figures: dict[str, Any] = {"items": items, "runs": runs, "target_ack_s": TARGET_ACK_S, **ours}
+    if other is not None:
+        before = summary(theirs, other_warm_up)
+        figures["against"] = {"pythonpath": against, **before}
+        figures["ack_p50_ratio"] = round(before["ack_p50_s"] / ours["ack_p50_s"], 2)
+    return figures
 
 
 def main(args: argparse.Namespace) -> int:
     if args.items < 0 or args.runs < 1:
         raise ConfigError("--items must be 0 or more and --runs 1 or more")
-    if args.pythonpath is not None and not os.path.isdir(args.pythonpath):
-        raise ConfigError(f"--pythonpath {args.pythonpath} is not a folder")
-    figures = asyncio.run(run(args.items, args.runs, args.pythonpath))
+    for flag, path in (("--pythonpath", args.pythonpath), ("--against", args.against)):
+        if path is not None and not os.path.isdir(path):
+            raise ConfigError(f"{flag} {path} is not a folder")
+    figures = asyncio.run(run(args.items, args.runs, args.pythonpath, args.against))
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
