@@ -32,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gateway.startup import Announcer, bind_sockets, configure_logging, serving_url
 
     config = _config_from(args)
-    configure_logging(config.log.level)
+    configure_logging(config.log.level, config.log.format)
     # Before anything slow: a port in use ends the command here, in a fraction of a
     # second, and a bound one queues connections while the rest starts.
     sockets = bind_sockets(config.server.host, config.server.port)

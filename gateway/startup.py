@@ -12,10 +12,12 @@ INFO lines); ``log.level = "debug"`` shows everything.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import socket
 import sys
+from datetime import UTC, datetime
 from typing import TextIO
 
 from gateway.errors import PortUnavailable
@@ -44,14 +46,29 @@ class OwnOrWarning(logging.Filter):
         return record.levelno >= logging.WARNING or record.name.split(".", 1)[0] in OWN_LOGGERS
 
 
-def configure_logging(level: str, stream: TextIO | None = None) -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line, for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str, fmt: str = "text", stream: TextIO | None = None) -> None:
     """The console of ``agentgw run``: ``level`` for our loggers; below debug, other
-    libraries' INFO records and progress bars stay out of it."""
+    libraries' INFO records and progress bars stay out of it. ``fmt``: "text" or "json"."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(LOG_FORMAT))
     if numeric > logging.DEBUG:
         handler.addFilter(OwnOrWarning())
         for name, value in QUIET_ENVIRONMENT.items():

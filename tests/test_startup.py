@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import socket
 import sqlite3
@@ -25,6 +26,7 @@ from gateway.app import GATEWAY, create_app
 from gateway.bench.gateway_bench import child_environment, free_port
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import MemoryConfig
+from gateway.startup import JsonFormatter, OwnOrWarning
 from memory.errors import EmbeddingUnavailable
 from tests.conftest import make_config
 
@@ -223,3 +225,32 @@ async def test_a_message_sent_while_the_model_loads_is_stored_acked_then_answere
     finally:
         gate.set()
         await server.close()
+
+
+def test_json_log_lines_are_one_object_each() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.getLogger("gateway.app").makeRecord(
+            "gateway.app", logging.ERROR, __file__, 1, "could not %s", ("start",), sys.exc_info()
+        )
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert (entry["level"], entry["logger"], entry["message"]) == (
+        "ERROR",
+        "gateway.app",
+        "could not start",
+    )
+    assert "ValueError: boom" in entry["exc"]
+
+
+def test_other_libraries_show_from_warning_and_ours_at_any_level() -> None:
+    def shown(name: str, level: int) -> bool:
+        return OwnOrWarning().filter(logging.LogRecord(name, level, __file__, 1, "x", (), None))
+
+    assert not shown("onnx_ir.passes.common.unused_removal", logging.INFO)
+    assert not shown("alembic.runtime.migration", logging.INFO)
+    assert shown("alembic.runtime.migration", logging.WARNING)
+    assert shown("memory.embed_onnx", logging.INFO)
+    assert shown("gateway", logging.DEBUG)
