@@ -19,8 +19,10 @@ from typing import Any
 
 import aiohttp
 import numpy as np
+import pytest
 from aiohttp.test_utils import TestServer
 from numpy.typing import NDArray
+from playwright.async_api import Browser, expect
 
 from gateway.app import GATEWAY, create_app
 from gateway.bench.gateway_bench import child_environment, free_port
@@ -28,7 +30,7 @@ from gateway.brains.scripted import ScriptedBrain
 from gateway.config import MemoryConfig
 from gateway.startup import JsonFormatter, OwnOrWarning
 from memory.errors import EmbeddingUnavailable
-from tests.conftest import make_config
+from tests.conftest import make_config, requires_chromium
 
 # A console line of a log record: "2026-01-01 10:00:00,000 INFO name: message".
 RECORD = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+): ")
@@ -254,3 +256,40 @@ def test_other_libraries_show_from_warning_and_ours_at_any_level() -> None:
     assert shown("alembic.runtime.migration", logging.WARNING)
     assert shown("memory.embed_onnx", logging.INFO)
     assert shown("gateway", logging.DEBUG)
+
+
+@requires_chromium
+@pytest.mark.slow
+async def test_the_page_says_the_agent_is_loading_until_it_answers(
+    tmp_path: Path, browser: Browser
+) -> None:
+    config = make_config(tmp_path, memory={"embedder": "minilm"})
+    gate = threading.Event()
+
+    def load(memory: MemoryConfig) -> WordEmbedder:
+        if not gate.wait(60):
+            raise EmbeddingUnavailable("the test never let the model load")
+        return WordEmbedder()
+
+    server = TestServer(create_app(config, brain=ScriptedBrain(), load=load), host="127.0.0.1")
+    try:
+        async with asyncio.timeout(30):
+            await server.start_server()
+        page = await browser.new_page()
+        await page.goto(str(server.make_url("/")))
+        status = page.locator("#conn-text")
+        await expect(status).to_have_text("Connected (the agent is still loading)")
+        await page.get_by_label("Message to Ada").fill("are you there?")
+        await page.keyboard.press("Enter")
+        # Kept: the page shows it stored, and the answer comes once the model is in.
+        await expect(page.locator("#log > li.msg.user")).to_have_attribute(
+            "data-status", "received"
+        )
+        gate.set()
+        await expect(page.locator("#log > li.msg.assistant .bubble")).to_have_text(
+            "You said: are you there?"
+        )
+        await expect(status).to_have_text("Connected")
+    finally:
+        gate.set()
+        await server.close()
