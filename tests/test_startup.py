@@ -24,10 +24,11 @@ from aiohttp.test_utils import TestServer
 from numpy.typing import NDArray
 from playwright.async_api import Browser, expect
 
-from gateway.app import GATEWAY, create_app
+from gateway.app import GATEWAY, STOP_ON_FAILED_START, create_app
 from gateway.bench.gateway_bench import child_environment, free_port
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import MemoryConfig
+from gateway.errors import AgentGWError
 from gateway.startup import JsonFormatter, OwnOrWarning
 from memory.errors import EmbeddingUnavailable
 from tests.conftest import make_config, requires_chromium
@@ -292,4 +293,25 @@ async def test_the_page_says_the_agent_is_loading_until_it_answers(
         await expect(status).to_have_text("Connected")
     finally:
         gate.set()
+        await server.close()
+
+
+async def test_a_failure_after_serving_began_stops_the_gateway(tmp_path: Path) -> None:
+    """What is built in the background fails: the process is told to stop (exit 2 in
+    `agentgw run`) instead of taking messages it would never answer."""
+    exemplars = tmp_path / "exemplars.md"
+    exemplars.write_text("## Off voice\n- Whatever.\n", encoding="utf-8")
+    config = make_config(
+        tmp_path, memory={"embedder": "minilm"}, persona={"exemplars_file": str(exemplars)}
+    )
+    app = create_app(config, brain=ScriptedBrain(), load=lambda _: WordEmbedder())
+    stopped: asyncio.Future[AgentGWError] = asyncio.get_running_loop().create_future()
+    app[STOP_ON_FAILED_START] = stopped.set_result
+    server = TestServer(app, host="127.0.0.1")
+    try:
+        await server.start_server()
+        error = await asyncio.wait_for(stopped, 30)
+        assert "no '## In voice' replies" in str(error)
+        assert not app[GATEWAY].ready.is_set()
+    finally:
         await server.close()
