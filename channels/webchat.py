@@ -17,7 +17,7 @@ client → server
         A one-time code that ``/link <code>`` on Telegram redeems to make
         that Telegram account and this page one person (gateway/linking.py).
 server → client
-    {"type": "hello", "conversation_id", "agent", "brain", "limits": {...}}
+    {"type": "hello", "conversation_id", "agent", "brain", "starting", "limits": {...}}
     {"type": "history", "messages": [...], "in_flight": {"reply_to", "text"} | null}
     {"type": "ack", "client_id", "message_id", "duplicate": bool}
     {"type": "message", "message_id", "client_id", "text", "created_at"}   (any open page)
@@ -381,6 +381,8 @@ class WebchatChannel:
                     "conversation_id": address.conversation_id,
                     "agent": self.agent_name,
                     "brain": self.brain_name,
+                    # The models are still loading: messages are stored, answered after.
+                    "starting": not self.router.ready,
                     "limits": {
                         "max_message_chars": self.limits.max_message_chars,
                         "max_frame_bytes": self.limits.max_frame_bytes,

@@ -5,19 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from channels.telegram import TelegramChannel, TelegramSettings
-from channels.telegram_text import persona_summary
 from channels.webchat import WebchatChannel, WebchatLimits
 from gateway import __version__
 from gateway.brains import build_brain
 from gateway.brains.base import Brain
-from gateway.config import Config
+from gateway.config import Config, MemoryConfig
 from gateway.context import (
     ClockStage,
     OfflineNoticeStage,
@@ -25,7 +23,7 @@ from gateway.context import (
     RecentHistoryStage,
     load_persona,
 )
-from gateway.errors import DatabaseInUse
+from gateway.errors import AgentGWError, DatabaseInUse
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes, apply_config_links
 from gateway.pipeline import PipelineSettings, TurnPipeline
@@ -37,7 +35,7 @@ from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
 from memory.embed import Embedder
-from memory.service import MemoryService
+from memory.service import MemoryService, load_embedder
 from memory.sink import MemorySink
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from persona.stages import PersonaLoop, build_persona_loop
@@ -45,6 +43,9 @@ from voice.files import AudioFiles
 from voice.service import VoiceService
 from web import guard
 from web.voice_api import VOICE_ENDPOINT, VoiceEndpoint, add_voice_routes
+
+if TYPE_CHECKING:
+    from channels.telegram import TelegramChannel
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,10 @@ class Gateway:
     brain: Brain
     hub: ConversationHub
     supervisor: TaskSupervisor
-    pipeline: TurnPipeline
     router: Router
     webchat: WebchatChannel
+    # Built once the models loaded (see ``create_app``); until then turns wait, stored.
+    pipeline: TurnPipeline | None = None
     # None when voice.enabled is false; models load on first use or with voice.preload.
     voice: VoiceService | None = None
     links: LinkCodes | None = None
@@ -72,6 +74,9 @@ class Gateway:
     memory: MemoryService | None = None
     # Each person's time zone (gateway/zones.py).
     zones: PersonZones | None = None
+    # Set once the models loaded and turns run (and voice.preload finished): /healthz
+    # says "starting" until then, while messages are already taken and stored.
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 GATEWAY = web.AppKey("gateway", Gateway)
@@ -80,6 +85,13 @@ GATEWAY = web.AppKey("gateway", Gateway)
 STOP_ON_LOST_DATABASE: web.AppKey[Callable[[DatabaseInUse], None]] = web.AppKey(
     "stop-on-lost-database"
 )
+# How the process stops when what loads after the socket opened fails (set by
+# `agentgw run`; without it the failure is only logged and turns keep waiting).
+STOP_ON_FAILED_START: web.AppKey[Callable[[AgentGWError], None]] = web.AppKey(
+    "stop-on-failed-start"
+)
+# Called once the gateway is ready (`agentgw run` prints it).
+ANNOUNCE_READY: web.AppKey[Callable[[], None]] = web.AppKey("announce-ready")
 
 
 def build_stages(
@@ -110,9 +122,21 @@ def build_stages(
 
 
 def create_app(
-    config: Config, *, brain: Brain | None = None, embedder: Embedder | None = None
+    config: Config,
+    *,
+    brain: Brain | None = None,
+    embedder: Embedder | None = None,
+    load: Callable[[MemoryConfig], Embedder] = load_embedder,
 ) -> web.Application:
-    """The aiohttp application; ``brain`` and ``embedder`` replace the configured ones (tests)."""
+    """The aiohttp application; ``brain`` and ``embedder`` replace the configured ones,
+    ``load`` the loading of the configured embedder (tests).
+
+    The app serves from the moment the store is open: the channels take, store
+    and acknowledge messages while the embedding model (and, with
+    ``voice.preload``, the speech models) load in the background; the memory
+    layer, the persona loop and the turn pipeline are built after that, and the
+    turns that waited then run in order. A pack therefore always has its vectors.
+    """
     app = web.Application(client_max_size=max(config.webchat.max_frame_bytes, 1 << 20))
     # Host names, origins, the access token and the security headers.
     guard.install(app, config)
@@ -144,7 +168,7 @@ def create_app(
         the_brain = brain if brain is not None else build_brain(config)
         voice: VoiceService | None = None
         telegram: TelegramChannel | None = None
-        memory: MemoryService | None = None
+        gateway: Gateway | None = None
         try:
             failed = await fail_unfinished_turns(store)
             if failed:
@@ -157,66 +181,10 @@ def create_app(
             persona_text = await asyncio.to_thread(
                 load_persona, config.agent.persona_file, config.agent.name
             )
-            memory_pack: MemoryPackStage | None = None
-            memory_after: list[MemoryIngestStage] = []
-            if config.memory.enabled:
-                # The embedding model loads once, in a worker thread.
-                memory = await MemoryService.start(store, config, embedder=embedder, zones=zones)
-                memory_pack = MemoryPackStage(
-                    memory,
-                    config.memory.history_tokens,
-                    agent_name=config.agent.name,
-                    about_person_items=config.memory.about_person_items,
-                )
-                memory_after = [MemoryIngestStage(memory, memory_pack)]
-                supervisor.spawn("memory-upkeep", memory.upkeep_forever())
-            # Persona state, observations and anchors go after the core's stages (the
-            # anchor stage works on the history they built); judge and observe after turns.
-            persona_loop = await asyncio.to_thread(
-                build_persona_loop,
-                config,
-                store,
-                the_brain,
-                supervisor,
-                persona_text=persona_text,
-                sink=MemorySink(memory) if memory is not None else None,
-                zones=zones,
-                # The local judge compares replies with the exemplars in the same vectors.
-                embedder=memory.embedder if memory is not None else None,
-            )
-            pipeline = TurnPipeline(
-                store,
-                the_brain,
-                [
-                    *build_stages(
-                        config,
-                        memory_pack,
-                        zones,
-                        OfflineNoticeStage(store) if the_brain.name == "offline" else None,
-                    ),
-                    *(persona_loop.context_stages if config.persona.enabled else []),
-                ],
-                hub,
-                PipelineSettings(
-                    max_tokens=config.brain.reply_max_tokens,
-                    temperature=config.brain.temperature,
-                    timeout_s=config.brain.timeout_s,
-                    history_max_messages=config.context.history_max_messages,
-                    prompt_caching=config.claude.prompt_caching,
-                    max_retries=config.brain.max_retries,
-                    turn_deadline_s=config.brain.turn_deadline_s,
-                    first_token_timeout_s=config.brain.first_token_timeout_s,
-                    waiting_notice_s=config.brain.waiting_notice_s,
-                ),
-                # Memory first: the episodes are stored before judge and observe run.
-                after_stages=[
-                    *memory_after,
-                    *(persona_loop.after_stages if config.persona.enabled else []),
-                ],
-            )
+            # Messages are taken from now on; their turns wait for the pipeline.
             router = Router(
                 store,
-                pipeline,
+                None,
                 hub,
                 supervisor,
                 max_running=config.server.max_running_turns,
@@ -239,44 +207,45 @@ def create_app(
             )
             if config.voice.enabled:
                 voice = VoiceService.from_config(config)
-                if config.voice.preload:
-                    supervisor.spawn("voice-preload", voice.preload())
             app[VOICE_ENDPOINT] = VoiceEndpoint(
                 router, hub, voice, AudioFiles.from_config(config), config.voice
             )
             if config.telegram.enabled:
-                persona = await asyncio.to_thread(
-                    load_persona, config.agent.persona_file, config.agent.name
-                )
+                # Imported only when used: python-telegram-bot takes ~1 s to import.
+                from channels.telegram import TelegramChannel, TelegramSettings
+                from channels.telegram_text import persona_summary
+
                 telegram = TelegramChannel(
                     TelegramSettings.from_config(config),
                     router,
                     hub,
                     links,
                     agent_name=config.agent.name,
-                    persona_summary=persona_summary(persona),
+                    persona_summary=persona_summary(persona_text),
                     voice=voice,
                     zones=zones,
                 )
                 # Returns at once: connecting (and retrying) runs in the background.
                 await telegram.start()
-            app[GATEWAY] = Gateway(
+            gateway = app[GATEWAY] = Gateway(
                 config,
                 store,
                 the_brain,
                 hub,
                 supervisor,
-                pipeline,
                 router,
                 webchat,
                 voice=voice,
                 links=links,
                 telegram=telegram,
-                persona=persona_loop,
-                memory=memory,
                 zones=zones,
             )
-            log.info("agentgw %s ready: brain=%s store=%s", __version__, the_brain.name, store.url)
+            warm_up = _warm_up(app, gateway, persona_text, embedder, load)
+            if _loads_models(config, embedder):
+                supervisor.spawn("warm-up", warm_up)
+            else:
+                # Nothing slow to wait for: ready before the first request.
+                await warm_up
             yield
             # on_shutdown already stopped input and closed the sockets.
             await router.drain(config.server.shutdown_grace_s)
@@ -288,9 +257,9 @@ def create_app(
             await supervisor.aclose()
             if voice is not None:
                 await voice.aclose()
-            if memory is not None:
+            if gateway is not None and gateway.memory is not None:
                 # After the upkeep task stopped: index files are written last.
-                await memory.aclose()
+                await gateway.memory.aclose()
             await the_brain.aclose()
             await store.close()
 
@@ -318,6 +287,118 @@ def create_app(
     add_panel_routes(app, config.zone)
     app.router.add_static("/static", str(resources.files("web").joinpath("static")))
     return app
+
+
+def _loads_models(config: Config, embedder: Embedder | None) -> bool:
+    """Whether the start has models to load (then the app serves while they do)."""
+    loads_embedder = (
+        config.memory.enabled and embedder is None and config.memory.embedder == "minilm"
+    )
+    return loads_embedder or (config.voice.enabled and config.voice.preload)
+
+
+async def _warm_up(
+    app: web.Application,
+    gateway: Gateway,
+    persona_text: str,
+    embedder: Embedder | None,
+    load: Callable[[MemoryConfig], Embedder],
+) -> None:
+    """Load the models, build what needs them, start the turns that waited; then ready."""
+    config, store, supervisor = gateway.config, gateway.store, gateway.supervisor
+    try:
+        preload: asyncio.Task[None] | None = None
+        if gateway.voice is not None and config.voice.preload:
+            # Beside the embedding model: turns need only the latter.
+            preload = supervisor.spawn("voice-preload", gateway.voice.preload())
+        memory_pack: MemoryPackStage | None = None
+        memory_after: list[MemoryIngestStage] = []
+        if config.memory.enabled:
+            # The embedding model loads once, in a worker thread.
+            service = gateway.memory = await MemoryService.start(
+                store, config, embedder=embedder, zones=gateway.zones, loader=load
+            )
+            memory_pack = MemoryPackStage(
+                service,
+                config.memory.history_tokens,
+                agent_name=config.agent.name,
+                about_person_items=config.memory.about_person_items,
+            )
+            memory_after = [MemoryIngestStage(service, memory_pack)]
+            supervisor.spawn("memory-upkeep", service.upkeep_forever())
+        memory = gateway.memory
+        # Persona state, observations and anchors go after the core's stages (the
+        # anchor stage works on the history they built); judge and observe after turns.
+        gateway.persona = persona_loop = await asyncio.to_thread(
+            build_persona_loop,
+            config,
+            store,
+            gateway.brain,
+            supervisor,
+            persona_text=persona_text,
+            sink=MemorySink(memory) if memory is not None else None,
+            zones=gateway.zones,
+            # The local judge compares replies with the exemplars in the same vectors.
+            embedder=memory.embedder if memory is not None else None,
+        )
+        gateway.pipeline = pipeline = TurnPipeline(
+            store,
+            gateway.brain,
+            [
+                *build_stages(
+                    config,
+                    memory_pack,
+                    gateway.zones,
+                    OfflineNoticeStage(store) if gateway.brain.name == "offline" else None,
+                ),
+                *(persona_loop.context_stages if config.persona.enabled else []),
+            ],
+            gateway.hub,
+            PipelineSettings(
+                max_tokens=config.brain.reply_max_tokens,
+                temperature=config.brain.temperature,
+                timeout_s=config.brain.timeout_s,
+                history_max_messages=config.context.history_max_messages,
+                prompt_caching=config.claude.prompt_caching,
+                max_retries=config.brain.max_retries,
+                turn_deadline_s=config.brain.turn_deadline_s,
+                first_token_timeout_s=config.brain.first_token_timeout_s,
+                waiting_notice_s=config.brain.waiting_notice_s,
+            ),
+            # Memory first: the episodes are stored before judge and observe run.
+            after_stages=[
+                *memory_after,
+                *(persona_loop.after_stages if config.persona.enabled else []),
+            ],
+        )
+        gateway.router.attach(pipeline)
+        if preload is not None:
+            await asyncio.shield(preload)
+    except Exception as exc:
+        stop = app.get(STOP_ON_FAILED_START)
+        if stop is None:
+            raise
+        # In the background nothing else would end the process: it would take
+        # messages forever and never answer them.
+        if isinstance(exc, AgentGWError):
+            log.error("agentgw could not start: %s", exc)  # noqa: TRY400 (ours: no stack trace)
+            stop(exc)
+        else:
+            log.exception("agentgw could not start")
+            stop(AgentGWError(f"could not start: {exc!r}"))
+        return
+    gateway.ready.set()
+    announce = app.get(ANNOUNCE_READY)
+    # `agentgw run` says "ready" itself, as the console's last line.
+    log.log(
+        logging.INFO if announce is None else logging.DEBUG,
+        "agentgw %s ready: brain=%s store=%s",
+        __version__,
+        gateway.brain.name,
+        store.url,
+    )
+    if announce is not None:
+        announce()
 
 
 async def chat_page(request: web.Request) -> web.StreamResponse:
@@ -355,14 +436,16 @@ async def telegram_webhook(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
+    pipeline = gateway.pipeline
     body: dict[str, Any] = {
-        "status": "ok",
+        # "starting" while the models load: messages are taken and stored, turns wait.
+        "status": "ok" if gateway.ready.is_set() else "starting",
         "version": __version__,
         "brain": gateway.brain.name,
         "turns_in_flight": gateway.router.turns_in_flight,
         "stages": {
-            "context": [stage.name for stage in gateway.pipeline.stages],
-            "after_turn": [stage.name for stage in gateway.pipeline.after_stages],
+            "context": [stage.name for stage in pipeline.stages] if pipeline else [],
+            "after_turn": [stage.name for stage in pipeline.after_stages] if pipeline else [],
         },
     }
     if gateway.memory is not None:

@@ -6,18 +6,19 @@ import argparse
 import asyncio
 import contextlib
 import importlib.metadata
-import logging
 import os
 import signal
+import socket
 import sys
 import typing
 from pathlib import Path
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from gateway.config import Config, ServerConfig, VoiceConfig, load_config
-from gateway.errors import AgentGWError, ConfigError, DatabaseInUse
+from gateway.errors import AgentGWError, ConfigError
+
+if TYPE_CHECKING:
+    from gateway.startup import Announcer
 
 
 def _config_from(args: argparse.Namespace) -> Config:
@@ -30,39 +31,51 @@ def _config_from(args: argparse.Namespace) -> Config:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gateway.app import STOP_ON_LOST_DATABASE, create_app
-    from web import guard
+    from gateway.startup import Announcer, bind_sockets, configure_logging, serving_url
 
     config = _config_from(args)
-    logging.basicConfig(
-        level=config.log.level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # httpx logs every request URL at INFO, and Bot API URLs carry the Telegram
-    # bot token (and a line per long poll); its warnings still come through.
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.root.level))
-    app = create_app(config)
-    lost: list[DatabaseInUse] = []
+    configure_logging(config.log.level, config.log.format)
+    # Before anything slow: a port in use ends the command here, in a fraction of a
+    # second, and a bound one queues connections while the rest starts.
+    sockets = bind_sockets(config.server.host, config.server.port)
+    try:
+        return _serve(
+            config, sockets, Announcer(serving_url(config.server.host, config.server.port))
+        )
+    finally:
+        for sock in sockets:
+            sock.close()
 
-    def stop(error: DatabaseInUse) -> None:
-        # Another gateway took the database while this one's lock was down: this one
-        # stops, as on an operator's SIGTERM (turns under way finish, nothing is lost).
-        lost.append(error)
+
+def _serve(config: Config, sockets: list[socket.socket], announcer: Announcer) -> int:
+    from aiohttp import web
+
+    from gateway.app import ANNOUNCE_READY, STOP_ON_FAILED_START, STOP_ON_LOST_DATABASE, create_app
+    from web import guard
+
+    app = create_app(config)
+    stopped: list[AgentGWError] = []
+
+    def stop(error: AgentGWError) -> None:
+        # Another gateway took the database while this one's lock was down, or what
+        # loads in the background failed: this one stops, as on an operator's SIGTERM
+        # (turns under way finish, nothing is lost).
+        stopped.append(error)
         os.kill(os.getpid(), signal.SIGTERM)
 
     app[STOP_ON_LOST_DATABASE] = stop
-    print(f"agentgw: webchat on http://{config.server.host}:{config.server.port}/", flush=True)
+    app[STOP_ON_FAILED_START] = stop
+    app[ANNOUNCE_READY] = announcer.ready
     web.run_app(
         app,
-        host=config.server.host,
-        port=config.server.port,
-        print=None,
+        sock=sockets,
+        print=announcer.serving,
         shutdown_timeout=config.server.shutdown_grace_s,
         # ?token= values are redacted from the request lines it logs.
         access_log_class=guard.ACCESS_LOG_CLASS,
     )
-    if lost:
-        raise lost[0]  # exit 2, with what happened
+    if stopped:
+        raise stopped[0]  # exit 2, with what happened
     return 0
 
 
@@ -114,6 +127,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from gateway.bench import pack_bench
 
         return pack_bench.main(args)
+    if args.bench == "start":
+        from gateway.bench import start_bench
+
+        return start_bench.main(args)
     from gateway.bench import gateway_bench
 
     if args.bench == "gateway":
@@ -344,6 +361,28 @@ def _add_bench_sanitize(bench_sub: argparse._SubParsersAction[argparse.ArgumentP
     with_json(sanitize)
 
 
+def _add_bench_start(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    start = bench_sub.add_parser(
+        "start", help="a restart's time to an acknowledged webchat message (real gateway)"
+    )
+    start.add_argument(
+        "--items", type=int, default=0, help="memory items in the store first (0: an empty one)"
+    )
+    start.add_argument("--runs", type=int, default=5, help="timed starts")
+    start.add_argument(
+        "--pythonpath",
+        metavar="PATH",
+        help="run the gateway of the checkout in PATH (default: this one)",
+    )
+    start.add_argument(
+        "--against",
+        metavar="PATH",
+        help="alternate each run with the gateway of the checkout in PATH, before/after "
+        "(default: none)",
+    )
+    with_json(start)
+
+
 DESCRIPTION = """\
 agentgw: a self-hosted chat gateway with memory (webchat, Telegram, voice).
 
@@ -370,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_locomo(bench_sub)
     _add_bench_pack(bench_sub)
     _add_bench_sanitize(bench_sub)
+    _add_bench_start(bench_sub)
     bench.set_defaults(func=cmd_bench)
 
     from persona.cli import add_commands as add_persona_commands

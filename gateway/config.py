@@ -452,6 +452,8 @@ class MemoryConfig:
 @dataclass(frozen=True)
 class LogConfig:
     level: str = "INFO"
+    # "json": one JSON object a line on stderr (time, level, logger, message, exc).
+    format: Literal["text", "json"] = "text"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from gateway.brains.claude import DEFAULT_BASE_URL, ClaudeBrain
 from gateway.brains.openai_compat import OpenAICompatBrain
 from gateway.clock import zone_name
 from gateway.config import Config
-from gateway.errors import BrainError
+from gateway.errors import BrainError, PortUnavailable
+from gateway.startup import bind_sockets
 from gateway.store.datalock import DatabaseFileLock, DataDirLock, FileLock
 from gateway.store.db import alembic_config, sqlite_file
 from gateway.store.models import Message, Person, Turn
@@ -120,6 +121,20 @@ def check_running(config: Config, report: Report) -> None:
             report.say("gateway", f"running: pid {pid} holds {lock.subject}")
             return
     report.say("gateway", "not running on this data directory")
+    check_port(config, report)
+
+
+def check_port(config: Config, report: Report) -> None:
+    """Whether ``agentgw run`` could listen where it is configured to (it binds first)."""
+    host, port = config.server.host, config.server.port
+    try:
+        for sock in bind_sockets(host, port):
+            sock.close()
+    except PortUnavailable as exc:
+        # A warning: the port may be taken only for now, and doctor checks the data.
+        report.warn("port", f"agentgw run would stop: {exc}")
+        return
+    report.say("port", f"{port} on {host} is free")
 
 
 def _known_revisions() -> tuple[set[str], tuple[str, ...]]:

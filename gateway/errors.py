@@ -18,6 +18,7 @@ into them with ``raise ... from exc`` at the edge. Each carries a stable
     │       ├── AudioTooLarge        bigger than voice.max_bytes
     │       └── SilentAudio          no speech found
     ├── VoiceUnavailable             a speech model is not installed or failed to load
+    ├── PortUnavailable              the server's address cannot be bound (in use, not permitted)
     ├── StoreError                   the database failed
     │   ├── DataDirInUse             another agentgw holds the data directory
     │   └── DatabaseInUse            another agentgw holds the database
@@ -52,6 +53,10 @@ class AgentGWError(Exception):
 
 class ConfigError(AgentGWError):
     code = "config_error"
+
+
+class PortUnavailable(AgentGWError):
+    code = "port_unavailable"
 
 
 class AccessDenied(AgentGWError):

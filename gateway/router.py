@@ -13,6 +13,9 @@ loses nothing.
 Past ``max_queued`` waiting turns a new message is still stored and queued
 (it is answered in its turn: nothing is dropped), and ``backpressure`` tells
 the channel how long the sender should hold off (webchat sends ``busy``).
+A router may take messages before its pipeline exists (the gateway serves
+while its models load): they are stored and acknowledged as always, and
+their turns wait in their lanes until ``attach`` hands it the pipeline.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ class Router:
     def __init__(
         self,
         store: Store,
-        pipeline: TurnPipeline,
+        pipeline: TurnPipeline | None,
         hub: ConversationHub,
         supervisor: TaskSupervisor,
         *,
@@ -91,7 +94,10 @@ class Router:
         if max_running < 1 or max_queued < 0:
             raise ValueError("max_running must be 1 or more and max_queued 0 or more")
         self.store = store
-        self.pipeline = pipeline
+        self._pipeline = pipeline
+        self._attached = asyncio.Event()
+        if pipeline is not None:
+            self._attached.set()
         self.hub = hub
         self.supervisor = supervisor
         self.max_running = max_running
@@ -105,6 +111,22 @@ class Router:
         self._accepting = True
         self._idle = asyncio.Event()
         self._idle.set()
+
+    @property
+    def pipeline(self) -> TurnPipeline | None:
+        return self._pipeline
+
+    @property
+    def ready(self) -> bool:
+        """Whether turns run (else they wait, stored, for ``attach``)."""
+        return self._pipeline is not None
+
+    def attach(self, pipeline: TurnPipeline) -> None:
+        """The pipeline is built: the turns queued meanwhile start, in order."""
+        if self._pipeline is not None:
+            raise RuntimeError("the router already has a pipeline")
+        self._pipeline = pipeline
+        self._attached.set()
 
     async def address(self, channel: str, sender: str, display_name: str = "") -> Address:
         return await resolve_address(self.store, channel, storable(sender), storable(display_name))
@@ -174,6 +196,9 @@ class Router:
     async def _drain(self, conversation_id: int, lane: _Lane) -> None:
         flushing = True
         try:
+            await self._attached.wait()
+            pipeline = self._pipeline
+            assert pipeline is not None  # set before the event
             while True:
                 while not lane.queue.empty():
                     stored, received_perf = lane.queue.get_nowait()
@@ -183,14 +208,14 @@ class Router:
                         self._waiting -= 1
                     place = _Place(self._running, self._timed(time.perf_counter()))
                     try:
-                        await self.pipeline.run(stored, received_perf, place.release)
+                        await pipeline.run(stored, received_perf, place.release)
                     finally:
                         place.release()
-                if not (flushing and self.pipeline.pending_values) or self._others_busy(lane):
+                if not (flushing and pipeline.pending_values) or self._others_busy(lane):
                     break
                 # The last busy lane writes what the turns left pending, then
                 # looks at its queue again: a message may have come in meanwhile.
-                flushing = await self._flush()
+                flushing = await self._flush(pipeline)
         finally:
             # No await between the empty check and here: no message can slip in unseen.
             lane.busy = False
@@ -209,9 +234,9 @@ class Router:
     def _others_busy(self, lane: _Lane) -> bool:
         return any(other.busy for other in self._lanes.values() if other is not lane)
 
-    async def _flush(self) -> bool:
+    async def _flush(self, pipeline: TurnPipeline) -> bool:
         try:
-            await self.pipeline.flush()
+            await pipeline.flush()
         except AgentGWError:
             # Only timings are pending: the next turn's write carries them.
             log.exception("could not write the pending turn values")
@@ -243,6 +268,12 @@ class Router:
 
     async def drain(self, timeout: float) -> bool:
         """Wait for queued and running turns; True when all finished in time."""
+        if not self.ready:
+            # Stopped while still starting: the waiting turns never began; their
+            # messages are stored and the next start marks them interrupted (retryable).
+            if self.turns_in_flight:
+                log.warning("%d turns had not started at shutdown", self.turns_in_flight)
+            return self._idle.is_set()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:

@@ -20,7 +20,7 @@ import logging
 import os
 import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,27 @@ def fingerprint(model_folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+# The loggers of torch's ONNX exporter and of the onnxscript optimiser it runs.
+EXPORT_LOGGERS = ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript", "onnx_ir", "onnx")
+
+
+@contextlib.contextmanager
+def _quiet(names: Sequence[str], *, unless_debug: logging.Logger) -> Iterator[None]:
+    """Only errors from the loggers ``names`` meanwhile, unless ``unless_debug`` logs debug."""
+    if unless_debug.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def _export(transformer: Any, tokenizer: Any, folder: Path) -> None:
     """Write ``folder/model.onnx`` (and its weights file) for any batch and length."""
     import torch
@@ -96,8 +117,14 @@ def _export(transformer: Any, tokenizer: Any, folder: Path) -> None:
     length = torch.export.Dim("length", min=2, max=int(transformer.max_seq_length))
     shapes = tuple({0: batch, 1: length} for _ in INPUTS)
     wrapper = LastHidden(transformer.auto_model).eval()
-    # The exporter narrates on stdout and warns about its own internals.
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    # The exporter narrates on stdout, warns about its own internals, and its
+    # optimiser logs some 85 INFO lines (torch's warnings, that torchvision is not
+    # installed, go to torch's own handler): all of it unless we log at debug.
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        _quiet(EXPORT_LOGGERS, unless_debug=log),
+    ):
         warnings.simplefilter("ignore")
         torch.onnx.export(
             wrapper,

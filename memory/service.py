@@ -257,12 +257,14 @@ class MemoryService:
         *,
         embedder: Embedder | None = None,
         zones: PersonZones | None = None,
+        loader: Callable[[MemoryConfig], Embedder] = load_embedder,
     ) -> MemoryService:
-        """The service for ``config``; loads the embedder in a worker thread unless given."""
+        """The service for ``config``; loads the embedder with ``loader`` in a worker
+        thread unless given."""
         memory = config.memory
         if embedder is None and memory.embedder == "minilm":
             try:
-                embedder = await asyncio.to_thread(load_embedder, memory)
+                embedder = await asyncio.to_thread(loader, memory)
             except EmbeddingUnavailable as exc:
                 log.warning("memory: %s; recall runs on full text only", exc)
         service = cls(
@@ -272,8 +274,13 @@ class MemoryService:
             embedder,
             zones=zones if zones is not None else PersonZones(store, config.zone),
         )
-        await service.begin_reembedding()
-        await service.cut_long_episodes()
+        try:
+            await service.begin_reembedding()
+            await service.cut_long_episodes()
+        except BaseException:
+            # Stopped or failed halfway: the background pass it began ends here too.
+            await service.aclose()
+            raise
         return service
 
     @property
@@ -1274,7 +1281,9 @@ class MemoryService:
             stats = await self.sweep(now)
             pruned = await self.prune_traces(now)
             await self.save_indexes()
-            log.info(
+            # A pass that changed nothing is not news on the console (one runs at every start).
+            log.log(
+                logging.INFO if stats.archived or pruned else logging.DEBUG,
                 "memory upkeep: %d items, tiers %s, %d archived, %d traces past their keep deleted",
                 stats.seen,
                 stats.tiers,

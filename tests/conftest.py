@@ -148,6 +148,9 @@ async def start_gateway(
 ) -> tuple[TestServer, aiohttp.ClientSession]:
     server = TestServer(create_app(config, brain=brain), host="127.0.0.1")
     await server.start_server()
+    # Serving starts before the models are loaded; tests start from a ready gateway
+    # (tests/test_startup.py covers the time before).
+    await server.app[GATEWAY].ready.wait()
     return server, aiohttp.ClientSession()
 
 

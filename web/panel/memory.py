@@ -29,7 +29,11 @@ ACTIONS = ("archive", "restore", "pin", "unpin")
 
 
 def curator(request: web.Request) -> MemoryCurator:
-    memory = gateway_of(request).memory
+    gateway = gateway_of(request)
+    memory = gateway.memory
+    if memory is None and gateway.config.memory.enabled:
+        # Built once the embedding model loaded (see gateway/app.py).
+        raise web.HTTPServiceUnavailable(text="the memory layer is still loading; try again soon")
     if memory is None:
         raise web.HTTPServiceUnavailable(text="the memory layer is off (memory.enabled = false)")
     return MemoryCurator(memory)

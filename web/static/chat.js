@@ -54,6 +54,7 @@
   const state = {
     ws: null,
     ready: false, // history of the current connection received: safe to send
+    loading: false, // the gateway said it is still loading its models
     attempts: 0,
     reconnectTimer: 0,
     connectTimer: 0,
@@ -418,6 +419,13 @@
 
   // ------------------------------------------------------------ connection
 
+  function loaded() {
+    // A turn ran: the models are loaded.
+    if (!state.loading) return;
+    state.loading = false;
+    setConnection("open", "Connected");
+  }
+
   function setConnection(kind, text) {
     ui.conn.dataset.state = kind;
     ui.connText.textContent = text;
@@ -538,7 +546,9 @@
       ui.agent.textContent = frame.agent;
       ui.brain.textContent = `brain: ${frame.brain}`;
       ui.banner.hidden = frame.brain !== "offline" || bannerDismissed();
-      setConnection("open", "Connected");
+      // A gateway still loading its models keeps what is sent and answers once loaded.
+      state.loading = Boolean(frame.starting);
+      setConnection("open", state.loading ? "Connected (the agent is still loading)" : "Connected");
       startPinging(ws);
     },
 
@@ -581,6 +591,7 @@
     },
 
     delta(frame) {
+      loaded();
       state.touched.add(frame.reply_to);
       const user = byId.get(frame.reply_to);
       if (user && user.status !== "generating") setStatus(user, "generating");
@@ -604,6 +615,7 @@
     },
 
     reply(frame) {
+      loaded();
       if (frame.reply_to != null) state.touched.add(frame.reply_to);
       showReply(frame);
       const user = byId.get(frame.reply_to);
