@@ -156,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="each page's pause between a reply and its next message (0: at once)",
     )
+    gw.add_argument(
+        "--new-people",
+        type=int,
+        metavar="N",
+        help="instead: N one-message sessions, each a new person; the gateway's RSS "
+        "before and after, and MB per person",
+    )
     gw.add_argument("--json", action="store_true")
     vb = bench_sub.add_parser(
         "voice", help="speech to text, text to speech and the spoken round trip (real models)"
