@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from channels.new_people import NewPeopleLimit
 from channels.telegram import TelegramChannel, TelegramSettings
 from channels.telegram_text import persona_summary
 from channels.webchat import WebchatChannel, WebchatLimits
@@ -209,6 +210,11 @@ def create_app(
                 brain_name=the_brain.name,
                 link_codes=links,
                 zones=zones,
+                new_people=NewPeopleLimit(
+                    config.webchat.new_people_per_hour, config.webchat.new_people_burst
+                )
+                if config.webchat.new_people_per_hour > 0
+                else None,
             )
             if config.voice.enabled:
                 voice = VoiceService.from_config(config)

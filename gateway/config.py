@@ -124,6 +124,12 @@ class WebchatConfig:
     rate_per_minute: int = 30
     # Messages sent to a (re)connecting page.
     history_on_connect: int = 100
+    # New people (a ?session= never seen) one client address may start per hour,
+    # after a burst of new_people_burst; 0: no limit. Loopback is never limited.
+    # Each new person costs the store and, while used, memory; past it the page
+    # gets an error frame (code rate_limited) and no person is made.
+    new_people_per_hour: float = 20.0
+    new_people_burst: int = 5
 
 
 @dataclass(frozen=True)
@@ -410,6 +416,10 @@ class MemoryConfig:
     # Upkeep deletes traces older than this many days (0: keeps every trace). A trace
     # explains one pack ("why did it remember that?"); ~3 KB each, one per turn.
     trace_keep_days: float = 90.0
+    # Memory for the people's indexes (ANN and full text, as measured): past it, the
+    # least recently used people's are saved and leave memory, loaded again at their
+    # next message. A small person's take ~2.7 MB (hnswlib's own 2.6 MB), 100k items ~250 MB.
+    index_cache_mb: float = 256.0
 
 
 @dataclass(frozen=True)
@@ -751,6 +761,10 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"{key}: must be positive, got {value}")
     if not 0 < config.server.port < 65536:
         raise ConfigError(f"server.port: {config.server.port} is not a TCP port")
+    if config.webchat.new_people_per_hour < 0:
+        raise ConfigError("webchat.new_people_per_hour: must be 0 (no limit) or more")
+    if config.webchat.new_people_burst < 1:
+        raise ConfigError("webchat.new_people_burst: must be 1 or more")
     if config.brain.max_retries < 0:
         raise ConfigError("brain.max_retries: must be 0 or more")
     if config.brain.turn_deadline_s < 0:

@@ -21,6 +21,7 @@ from gateway.store import Store, TurnStatus
 from gateway.store.repo import (
     Address,
     StoredInbound,
+    find_address,
     reopen_failed_turn,
     resolve_address,
     store_inbound,
@@ -56,6 +57,10 @@ class Router:
         self._accepting = True
         self._idle = asyncio.Event()
         self._idle.set()
+
+    async def known(self, channel: str, sender: str) -> Address | None:
+        """The sender's address if they were seen before (a new one is not made)."""
+        return await find_address(self.store, channel, sender)
 
     async def address(self, channel: str, sender: str, display_name: str = "") -> Address:
         return await resolve_address(self.store, channel, sender, display_name)
