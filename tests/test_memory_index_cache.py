@@ -129,8 +129,10 @@ async def test_idle_peoples_indexes_are_evicted_saved_and_reloaded(
     # Stored and indexed just before the eviction: fewer changes than a save waits for.
     (bike,) = await say(service, sam, "My bike is a red Brompton")
     ann, lexical = await service.index(sam.person_id), await service.lexical(sam.person_id)
-    assert ann is not None and lexical is not None
-    assert ann.dirty and lexical.dirty
+    assert ann is not None
+    assert lexical is not None
+    assert ann.dirty
+    assert lexical.dirty
 
     await say(service, ada, "Ada paints ceramic tiles")
     await use(service, ada, "what does Ada paint")
@@ -140,7 +142,8 @@ async def test_idle_peoples_indexes_are_evicted_saved_and_reloaded(
     assert service.index_cache.evicted >= 1
     assert sam.person_id not in service.index_cache
     await service._evictions.wait(sam.person_id)
-    assert not ann.dirty and not lexical.dirty
+    assert not ann.dirty
+    assert not lexical.dirty
     held = await repo.indexable_ids(store, sam.person_id)
     on_disk = PersonIndex(tmp_path / "memory-index", sam.person_id, ann.params)
     assert on_disk.open(held) == []  # the file has every item, the bike too
@@ -155,7 +158,8 @@ async def test_idle_peoples_indexes_are_evicted_saved_and_reloaded(
     found = await use(service, sam, "what colour is my bike")
     assert bike in found
     reloaded = await service.index(sam.person_id)
-    assert reloaded is not None and reloaded is not ann
+    assert reloaded is not None
+    assert reloaded is not ann
     assert reloaded.origin == "loaded"
     assert reloaded.count == len(held)
     assert service.index_cache.total_bytes <= service.index_cache.budget_bytes
@@ -215,9 +219,7 @@ def test_new_people_are_limited_per_address_and_loopback_is_not() -> None:
 async def served_from(tmp_path: Path) -> AsyncIterator[tuple[TestServer, list[str]]]:
     """The real app, limited to 2 new people an address; the peer address each
     connection appears to come from is the list's last entry (loopback at first)."""
-    config = make_config(
-        tmp_path, webchat={"new_people_per_hour": 1.0, "new_people_burst": 2}
-    )
+    config = make_config(tmp_path, webchat={"new_people_per_hour": 1.0, "new_people_burst": 2})
     app = create_app(config)
     peer = ["127.0.0.1"]
 
