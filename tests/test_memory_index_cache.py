@@ -5,6 +5,7 @@ rate-limited per client address."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ from numpy.typing import NDArray
 
 from channels.new_people import NewPeopleLimit, is_loopback_peer
 from gateway.app import GATEWAY, create_app
+from gateway.cli import main
 from gateway.store import Store
 from gateway.store.repo import Address, find_address, resolve_address
 from memory import repo
@@ -27,6 +29,7 @@ from memory.lexical import LexicalIndex
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemType
 from tests.conftest import make_config
+from tests.test_cli import run_command
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 DIM = 64
@@ -273,3 +276,25 @@ async def test_the_webchat_refuses_a_new_person_past_the_limit(
     assert (await first_frames(server, "remote-page-0"))[0]["type"] == "hello"
     peer.append("198.51.100.1")
     assert (await first_frames(server, "other-address-0"))[0]["type"] == "hello"
+
+
+def test_bench_gateway_new_people_prints_rss_figures_as_json() -> None:
+    """A tiny real run of ``--new-people``: the gateway as a subprocess, its RSS read."""
+    result = run_command("bench", "gateway", "--new-people", "6", "--json", timeout=120)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert (figures["new_people"], figures["replied"], figures["errors"]) == (6, 6, 0)
+    readings = figures["rss_mb_by_people"]
+    assert [n for n, _ in readings] == [0, 1, 2, 3, 4, 5, 6]
+    assert all(mb > 0 for _, mb in readings)
+    assert figures["rss_before_mb"] == readings[0][1]
+    assert figures["rss_after_mb"] == readings[-1][1]
+    assert figures["per_person_mb"] == pytest.approx(
+        (readings[-1][1] - readings[0][1]) / 6, abs=0.01
+    )
+    assert figures["settled_at"] == 3
+
+
+def test_bench_gateway_refuses_no_new_people(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "gateway", "--new-people", "0"]) == 2
+    assert "--new-people" in capsys.readouterr().err
