@@ -66,6 +66,7 @@ class PersonIndex:
     """The ANN index of one person's indexable items (active status, not archived)."""
 
     def __init__(self, folder: Path, person_id: int, params: IndexParams) -> None:
+        self.person_id = person_id
         self.path = folder / f"person-{person_id}.hnsw"
         self.meta_path = folder / f"person-{person_id}.json"
         self.params = params

@@ -414,6 +414,7 @@ class MemoryService:
             # held: searches go back to FTS5 and the next build reads the store anew.
             if self._lexical.get(person_id) is index:
                 del self._lexical[person_id]
+                self._used(person_id)  # its size leaves the cache's total
             raise
         self._lexical_pending.pop(person_id, None)
         self._used(person_id)
@@ -493,6 +494,10 @@ class MemoryService:
         # Saving writes the whole file: waiting for a share of the index keeps bulk
         # ingest linear. Unsaved changes are safe: the store has every vector, and
         # opening the index adds what its file lacks.
+        if self._indexes.get(index.person_id) is not index:
+            # Evicted meanwhile: its eviction saves it, and a save from here could land
+            # after the reopened index's own.
+            return
         if index.dirty >= max(self.config.index_save_every, index.count // 4):
             await asyncio.to_thread(index.save)
 
@@ -519,14 +524,16 @@ class MemoryService:
         log.debug("memory: the indexes of person %d leave memory (least recently used)", person_id)
 
     async def save_indexes(self) -> None:
-        for index in list(self._indexes.values()):
-            if index.dirty:
+        # Only those still held when their turn comes: an evicted one is its
+        # eviction's to save (memory/index_cache.py).
+        for person_id, index in list(self._indexes.items()):
+            if index.dirty and self._indexes.get(person_id) is index:
                 try:
                     await asyncio.to_thread(index.save)
                 except IndexUnavailable:
                     log.exception("memory: could not save %s", index.path.name)
         for person_id, lexical in list(self._lexical.items()):
-            if lexical.dirty:
+            if lexical.dirty and self._lexical.get(person_id) is lexical:
                 await self._save_lexical(person_id, lexical)
 
     async def aclose(self) -> None:
