@@ -4,6 +4,7 @@ rate-limited per client address."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -298,3 +299,76 @@ def test_bench_gateway_new_people_prints_rss_figures_as_json() -> None:
 def test_bench_gateway_refuses_no_new_people(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "gateway", "--new-people", "0"]) == 2
     assert "--new-people" in capsys.readouterr().err
+
+
+async def test_people_used_at_once_under_a_tiny_cache_lose_nothing(
+    store: Store, tiny_cache: MemoryService
+) -> None:
+    """Ingests, packs and retirements of six people interleaved, evicting one another
+    all along: the indexes held at the end hold exactly what the store says."""
+    service = tiny_cache
+    people = [await resolve_address(store, "webchat", f"session-{n}") for n in range(6)]
+    last_trip: dict[int, int] = {}
+
+    async def talk(who: Address) -> None:
+        for turn in range(5):
+            trip, _ = await say(service, who, f"Trip {turn} to Lisbon", f"Pottery class {turn}")
+            last_trip[who.person_id] = trip
+            await use(service, who, f"what happened on trip {turn}")
+            if turn % 2:
+                await service.forget(who.person_id, "pottery class", at=T0)
+
+    await asyncio.gather(*(talk(who) for who in people))
+    assert service.index_cache.evicted > len(people)
+    for who in people:
+        held = set(await repo.indexable_ids(store, who.person_id))
+        recallable, _ = await repo.recallable_ids(store, who.person_id)
+        assert 5 <= len(held) < 10  # pottery forgotten twice
+        ann = service._indexes.get(who.person_id)
+        if ann is not None:
+            assert ann._live == held
+        lexical = service._lexical.get(who.person_id)
+        if lexical is not None:
+            assert lexical.live_ids() == recallable
+        # Reopened (or as held), the last item still found.
+        assert last_trip[who.person_id] in await use(service, who, "Trip 4 to Lisbon")
+
+
+async def test_an_ingest_for_two_people_that_evicts_one_midway(
+    store: Store, tmp_path: Path
+) -> None:
+    """One batch for two people whose full-text indexes are held: adding the first's
+    grows it past the budget and evicts the second's before its turn comes."""
+    config = make_config(tmp_path, memory={"index_cache_mb": 0.05})
+    service = MemoryService(store, config.memory, tmp_path / "memory-index", None)
+    try:
+        ann = await resolve_address(store, "webchat", "session-ann")
+        bob = await resolve_address(store, "webchat", "session-bob")
+        await say(service, bob, "Bob keeps bees")
+        await service.lexical(bob.person_id, wait=True)
+        await say(service, ann, "Ann rows on the river")
+        await service.lexical(ann.person_id, wait=True)
+        assert {ann.person_id, bob.person_id} <= set(service._lexical)
+        many_words = " ".join(f"word{n}x" for n in range(40))
+        ann_item, bob_item = await service.ingest(
+            [
+                Episode(
+                    person_id=ann.person_id, text=many_words, at=T0, role="user", speaker="Ann"
+                ),
+                Episode(
+                    person_id=bob.person_id,
+                    text="Bob sells honey",
+                    at=T0,
+                    role="user",
+                    speaker="Bob",
+                ),
+            ]
+        )
+        assert bob.person_id not in service._lexical
+        assert ann.person_id in service._lexical
+        found = await service.lexical(bob.person_id, wait=True)
+        assert found is not None
+        assert bob_item in found.live_ids()
+        assert [i for i, _ in found.search(["honey"], 5)] == [bob_item]
+    finally:
+        await service.aclose()
