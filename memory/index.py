@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import threading
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memory.errors import IndexUnavailable
+from memory.flat_index import FLAT_MAX, FlatIndex
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +95,22 @@ class PersonIndex:
         index = self._index
         if index is None:
             return 0
+        if isinstance(index, FlatIndex):
+            return index.nbytes
         m, room, held = self.params.m, int(index.max_elements), int(index.element_count)
         level0 = (2 * m) * 4 + 4 + self.params.dim * 4 + 8
         # An element reaches the upper levels with probability 1/m, 1/m^2, ...
         upper = held * (m * 4 + 4) // max(m - 1, 1)
         return _FIXED_BYTES + room * (level0 + _ROOM_BYTES) + held * _HELD_BYTES + upper
 
-    def _new(self, capacity: int) -> Any:
+    def _new(self, items: int) -> Any:
+        """An empty index with room for ``items`` and as many again: exact search
+        (memory/flat_index.py) up to ``FLAT_MAX`` items, hnswlib past it."""
+        if items <= FLAT_MAX:
+            return FlatIndex(self.params.dim, min(max(2 * items, INITIAL_CAPACITY), FLAT_MAX))
+        return self._hnsw(2 * items)
+
+    def _hnsw(self, capacity: int) -> Any:
         import hnswlib
 
         index = hnswlib.Index(space="ip", dim=self.params.dim)
@@ -129,13 +140,22 @@ class PersonIndex:
             return "made from another database"
         if meta.get("sha256") != _sha256(self.path):
             return "corrupt (checksum)"
-        import hnswlib
+        capacity = int(meta.get("capacity", 0)) or 0
+        index: Any
+        if meta.get("kind") == "flat":
+            try:
+                index = FlatIndex.load(self.path, self.params.dim, min(capacity, FLAT_MAX))
+            except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+                return f"corrupt ({exc})"
+        else:
+            # Files saved before flat indexes were made are hnswlib's.
+            import hnswlib
 
-        index = hnswlib.Index(space="ip", dim=self.params.dim)
-        try:
-            index.load_index(str(self.path), max_elements=int(meta.get("capacity", 0)) or 0)
-        except (RuntimeError, ValueError, OSError) as exc:
-            return f"corrupt ({exc})"
+            index = hnswlib.Index(space="ip", dim=self.params.dim)
+            try:
+                index.load_index(str(self.path), max_elements=capacity)
+            except (RuntimeError, ValueError, OSError) as exc:
+                return f"corrupt ({exc})"
         index.set_ef(self.params.ef_search)
         labels = {int(label) for label in index.get_ids_list()}
         self._deleted = {int(i) for i in meta.get("deleted", [])} & labels
@@ -160,7 +180,7 @@ class PersonIndex:
                     "memory index %s: %s; rebuilding from the store", self.path.name, reason
                 )
             if reason:
-                self._index = self._new(len(wanted) * 2)
+                self._index = self._new(len(wanted))
                 self._live, self._deleted = set(), set()
                 self.origin = f"rebuilt: {reason}"
             else:
@@ -194,12 +214,27 @@ class PersonIndex:
         fresh_mask = np.array([int(i) not in self._live and int(i) not in revive for i in ids])
         fresh_ids, fresh_vectors = ids[fresh_mask], vectors[fresh_mask]
         needed = self._index.get_current_count() + len(fresh_ids)
+        if isinstance(self._index, FlatIndex) and needed > FLAT_MAX:
+            self._index = self._moved_to_hnsw(self._index, 2 * needed)
         if needed > self._index.get_max_elements():
-            self._index.resize_index(max(needed, self._index.get_max_elements() * 2))
+            room = max(needed, self._index.get_max_elements() * 2)
+            if isinstance(self._index, FlatIndex):
+                room = min(room, FLAT_MAX)
+            self._index.resize_index(room)
         if len(fresh_ids):
             self._index.add_items(fresh_vectors, fresh_ids, num_threads=1)
         self._live.update(int(i) for i in ids)
         self._dirty += len(ids)
+
+    def _moved_to_hnsw(self, flat: FlatIndex, capacity: int) -> Any:
+        """The flat index's items (and deleted marks) in an hnswlib index."""
+        index = self._hnsw(capacity)
+        vectors, labels, deleted = flat.rows()
+        if len(labels):
+            index.add_items(vectors, labels, num_threads=1)
+        for label in labels[deleted].tolist():
+            index.mark_deleted(int(label))
+        return index
 
     def add(self, ids: Iterable[int], vectors: NDArray[np.float32]) -> None:
         with self._lock:
@@ -249,6 +284,7 @@ class PersonIndex:
                 "dim": self.params.dim,
                 "model": self.params.model,
                 "store": self.params.store,
+                "kind": "flat" if isinstance(self._index, FlatIndex) else "hnsw",
                 "capacity": int(self._index.get_max_elements()),
                 "count": len(self._live),
                 "deleted": sorted(self._deleted),

@@ -25,6 +25,7 @@ from gateway.cli import main
 from gateway.store import Store
 from gateway.store.repo import Address, find_address, resolve_address
 from memory import repo
+from memory.flat_index import FLAT_MAX, FlatIndex
 from memory.index import INITIAL_CAPACITY, IndexParams, PersonIndex
 from memory.lexical import LexicalIndex
 from memory.service import Episode, MemoryService, PackRequest
@@ -78,6 +79,42 @@ def test_an_index_starts_small_and_grows_past_its_first_room(tmp_path: Path) -> 
     assert again.search(vectors[-1], 1)[0][0] == len(vectors)
 
 
+def test_a_small_index_is_exact_and_moves_into_hnswlib_past_flat_max(tmp_path: Path) -> None:
+    index = PersonIndex(tmp_path, 1, IndexParams(dim=DIM))
+    index.open([])
+    assert isinstance(index._index, FlatIndex)
+    vectors = unit_vectors(FLAT_MAX + 50)
+    index.add(range(1, FLAT_MAX + 1), vectors[:FLAT_MAX])
+    index.delete([5])
+    assert isinstance(index._index, FlatIndex)
+    # Exact: brute force's nearest, the deleted one left out.
+    scores = vectors[:FLAT_MAX] @ vectors[4]
+    scores[4] = -np.inf
+    expected = [int(i) + 1 for i in np.argsort(-scores, kind="stable")[:10]]
+    assert [label for label, _ in index.search(vectors[4], 10)] == expected
+    assert index.nbytes < FLAT_MAX * DIM * 4 * 2
+    index.save()
+    loaded = PersonIndex(tmp_path, 1, IndexParams(dim=DIM))
+    assert loaded.open([i for i in range(1, FLAT_MAX + 1) if i != 5]) == []
+    assert loaded.origin == "loaded"
+    assert isinstance(loaded._index, FlatIndex)
+    assert [label for label, _ in loaded.search(vectors[4], 10)] == expected
+
+    index.add(range(FLAT_MAX + 1, FLAT_MAX + 51), vectors[FLAT_MAX:])
+    assert not isinstance(index._index, FlatIndex)
+    assert index.count == FLAT_MAX + 49
+    assert index.search(vectors[4], 1)[0][0] != 5  # still deleted
+    assert index.search(vectors[-1], 1)[0][0] == FLAT_MAX + 50
+    assert index.nbytes > 65536 * 40  # hnswlib's own table
+    index.add([5], vectors[4:5])  # restored
+    assert index.search(vectors[4], 1)[0][0] == 5
+    index.save()
+    again = PersonIndex(tmp_path, 1, IndexParams(dim=DIM))
+    assert again.open(range(1, FLAT_MAX + 51)) == []
+    assert not isinstance(again._index, FlatIndex)
+    assert again.search(vectors[-1], 1)[0][0] == FLAT_MAX + 50
+
+
 def test_a_new_persons_first_index_is_no_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -93,7 +130,7 @@ def test_a_new_persons_first_index_is_no_warning(
 @pytest.fixture
 async def tiny_cache(store: Store, tmp_path: Path) -> AsyncIterator[MemoryService]:
     """A service whose index cache holds one small person at most."""
-    config = make_config(tmp_path, memory={"index_cache_mb": 3.0})
+    config = make_config(tmp_path, memory={"index_cache_mb": 0.03})
     service = MemoryService(store, config.memory, tmp_path / "memory-index", HashEmbedder())
     yield service
     await service.aclose()
