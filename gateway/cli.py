@@ -163,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: N one-message sessions, each a new person; the gateway's RSS "
         "before and after, and MB per person",
     )
+    gw.add_argument(
+        "--index-cache-mb",
+        type=float,
+        metavar="MB",
+        help="with --new-people: the gateway's memory.index_cache_mb for the run",
+    )
     gw.add_argument("--json", action="store_true")
     vb = bench_sub.add_parser(
         "voice", help="speech to text, text to speech and the spoken round trip (real models)"

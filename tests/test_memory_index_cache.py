@@ -318,10 +318,13 @@ async def test_the_webchat_refuses_a_new_person_past_the_limit(
 
 def test_bench_gateway_new_people_prints_rss_figures_as_json() -> None:
     """A tiny real run of ``--new-people``: the gateway as a subprocess, its RSS read."""
-    result = run_command("bench", "gateway", "--new-people", "6", "--json", timeout=120)
+    result = run_command(
+        "bench", "gateway", "--new-people", "6", "--index-cache-mb", "1", "--json", timeout=120
+    )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert (figures["new_people"], figures["replied"], figures["errors"]) == (6, 6, 0)
+    assert figures["index_cache_mb"] == 1.0
     readings = figures["rss_mb_by_people"]
     assert [n for n, _ in readings] == [0, 1, 2, 3, 4, 5, 6]
     assert all(mb > 0 for _, mb in readings)

@@ -39,12 +39,14 @@ Exit status 1 when there were errors.
 each a new person (8 at a time, after 20 to warm up), and the gateway's
 resident set (``VmRSS``) before, every N/10 people and after::
 
-    {"stages", "new_people", "replied", "errors", "rss_before_mb", "rss_after_mb",
+    {"stages", "index_cache_mb", "new_people", "replied", "errors", "rss_before_mb", "rss_after_mb",
      "per_person_mb", "settled_at", "tail_per_person_mb", "rss_mb_by_people",
      "people_per_s"}
 
 ``tail_per_person_mb`` is the growth per person after the first 1,000 (after
 the first half when N is 2,000 or less): flat once the process has settled.
+``--index-cache-mb MB`` sets the gateway's ``memory.index_cache_mb`` for the
+run (null in the JSON: the default), to see it fill and hold within N people.
 """
 
 from __future__ import annotations
@@ -432,7 +434,12 @@ NEW_PEOPLE_CONCURRENCY = 8
 
 
 async def run_new_people(
-    people: int, folder: Path, *, stages: str = "default", every: int = 0
+    people: int,
+    folder: Path,
+    *,
+    stages: str = "default",
+    every: int = 0,
+    index_cache_mb: float | None = None,
 ) -> dict[str, Any]:
     """``--new-people N``: N sessions of one message each, each a new person; the
     gateway's resident memory before, along the way (every ``every`` people) and after.
@@ -444,9 +451,10 @@ async def run_new_people(
     port = free_port()
     data_dir = folder / "data"
     config_path = folder / "agentgw.toml"
-    await asyncio.to_thread(
-        config_path.write_text, bench_config_text(data_dir, port, 1, stages), "utf-8"
-    )
+    text = bench_config_text(data_dir, port, 1, stages)
+    if index_cache_mb is not None and stages != "core":
+        text += f"[memory]\nindex_cache_mb = {index_cache_mb}\n"
+    await asyncio.to_thread(config_path.write_text, text, "utf-8")
     every = every or max(1, people // 10)
     settled_at = 1000 if people > 2000 else people // 2
     gateway = GatewayProcess(config_path, port, folder / "gateway.log")
@@ -490,6 +498,7 @@ async def run_new_people(
     tail = people - settled[0]
     return {
         "stages": stages,
+        "index_cache_mb": index_cache_mb,
         "new_people": people,
         "replied": result.replied - NEW_PEOPLE_WARMUP,
         "errors": people + NEW_PEOPLE_WARMUP - result.replied + (status != 0),
@@ -507,9 +516,17 @@ async def run_new_people(
 def main_new_people(args: argparse.Namespace) -> int:
     if args.new_people < 1:
         raise ConfigError("--new-people must be 1 or more")
+    cache_mb = getattr(args, "index_cache_mb", None)
+    if cache_mb is not None and cache_mb <= 0:
+        raise ConfigError("--index-cache-mb must be positive")
     with tempfile.TemporaryDirectory(prefix="agentgw-bench-gateway-") as folder:
         result = asyncio.run(
-            run_new_people(args.new_people, Path(folder), stages=getattr(args, "stages", "default"))
+            run_new_people(
+                args.new_people,
+                Path(folder),
+                stages=getattr(args, "stages", "default"),
+                index_cache_mb=cache_mb,
+            )
         )
     for problem in result.pop("problems"):
         print(f"bench gateway: {problem}", file=sys.stderr)
