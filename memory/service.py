@@ -201,13 +201,6 @@ def single_threaded_blas() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-# A full-text index this big is frozen out of the cyclic collector's walks (see
-# gateway/heap.py: ~200,000 objects at 100k items). Not a small one: it costs a
-# walk nothing, and every freeze also keeps, for good, whatever garbage cycles
-# are alive at that moment, once per new person.
-FREEZE_LEXICAL_FROM = 10_000
-
-
 class MemoryService:
     def __init__(
         self,
@@ -428,8 +421,7 @@ class MemoryService:
         await asyncio.to_thread(index.compact)
         if index.dirty or origin == "built":
             await self._save_lexical(person_id, index)
-        if index.count >= FREEZE_LEXICAL_FROM:
-            freeze_long_lived(f"full-text index of person {person_id} {origin}")
+        freeze_long_lived(f"full-text index of person {person_id} {origin}")
         log.info(
             "memory: full-text index of person %d: %s, %d items in %.1f s",
             person_id,
