@@ -80,6 +80,7 @@ from typing import Any
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from channels.base import Inbound, TurnEvent, TurnEventKind
+from channels.new_people import NewPeopleLimit, is_loopback_peer
 from gateway.errors import AgentGWError, FrameTooLarge, InputError, MalformedFrame, RateLimited
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
@@ -305,8 +306,11 @@ class WebchatChannel:
         brain_name: str,
         link_codes: LinkCodes | None = None,
         zones: PersonZones | None = None,
+        new_people: NewPeopleLimit | None = None,
     ) -> None:
         self.router = router
+        # New sessions per client address (channels/new_people.py); None: no limit.
+        self.new_people = new_people
         # Where a page's reported zone (``?tz=``) is kept for its person.
         self.zones = zones
         self.hub = hub
@@ -342,6 +346,7 @@ class WebchatChannel:
         await ws.prepare(request)
         self._sockets.add(ws)
         try:
+            await self._admit(request.remote, session)
             address = await self.router.address(CHANNEL, session)
             reported = request.query.get("tz", "")
             if reported and self.zones is not None:
@@ -358,6 +363,17 @@ class WebchatChannel:
             if not ws.closed:
                 await ws.close()
         return ws
+
+    async def _admit(self, remote: str | None, session: str) -> None:
+        """``RateLimited`` when the session would be a new person past the address's limit."""
+        limit = self.new_people
+        if limit is None or is_loopback_peer(remote):
+            return
+        if await self.router.known(CHANNEL, session) is None and not limit.allow(remote):
+            raise RateLimited(
+                f"too many new conversations from {remote}: at most "
+                f"{limit.per_hour:g} an hour; come back with a session you already used"
+            )
 
     async def _serve(self, ws: web.WebSocketResponse, address: Address, after: int) -> None:
         send_lock = asyncio.Lock()

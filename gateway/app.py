@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from channels.new_people import NewPeopleLimit
 from channels.webchat import WebchatChannel, WebchatLimits
 from gateway import __version__
 from gateway.brains import build_brain
@@ -204,6 +205,11 @@ def create_app(
                 brain_name=the_brain.name,
                 link_codes=links,
                 zones=zones,
+                new_people=NewPeopleLimit(
+                    config.webchat.new_people_per_hour, config.webchat.new_people_burst
+                )
+                if config.webchat.new_people_per_hour > 0
+                else None,
             )
             if config.voice.enabled:
                 voice = VoiceService.from_config(config)

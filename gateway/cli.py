@@ -251,6 +251,20 @@ def _add_bench_gateway(bench_sub: argparse._SubParsersAction[argparse.ArgumentPa
         metavar="N",
         help="instead: N new pages send their first message at the same moment (default: 0, off)",
     )
+    gw.add_argument(
+        "--new-people",
+        type=int,
+        metavar="N",
+        help="instead: N one-message sessions, each a new person; the gateway's RSS "
+        "before and after, and MB per person (default: off)",
+    )
+    gw.add_argument(
+        "--index-cache-mb",
+        type=float,
+        metavar="MB",
+        help="with --new-people: the gateway's memory.index_cache_mb for the run "
+        "(default: the configured one)",
+    )
     with_json(gw)
 
 

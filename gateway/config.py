@@ -158,6 +158,12 @@ class WebchatConfig:
     history_on_connect: int = 100
     # Bad frames one socket may send per minute before it is closed (1008).
     max_bad_frames_per_minute: int = 20
+    # New people (a ?session= never seen) one client address may start per hour,
+    # after a burst of new_people_burst; 0: no limit. Loopback is never limited.
+    # Each new person costs the store and, while used, memory; past it the page
+    # gets an error frame (code rate_limited) and no person is made.
+    new_people_per_hour: float = 20.0
+    new_people_burst: int = 5
 
 
 @dataclass(frozen=True)
@@ -447,6 +453,10 @@ class MemoryConfig:
     # "What do you remember about me?" lists at most this many of the person's newest
     # memories (their own statements, this conversation's included, and stored facts).
     about_person_items: int = 15
+    # Memory for the people's indexes (ANN and full text, as measured): past it, the
+    # least recently used people's are saved and leave memory, loaded again at their
+    # next message. A person with a few items takes ~35 KB, 1,000 items ~2 MB, 100,000 ~300 MB.
+    index_cache_mb: float = 256.0
 
 
 @dataclass(frozen=True)
@@ -851,6 +861,10 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"{key}: must be positive, got {value}")
     if not 0 < config.server.port < 65536:
         raise ConfigError(f"server.port: {config.server.port} is not a TCP port")
+    if config.webchat.new_people_per_hour < 0:
+        raise ConfigError("webchat.new_people_per_hour: must be 0 (no limit) or more")
+    if config.webchat.new_people_burst < 1:
+        raise ConfigError("webchat.new_people_burst: must be 1 or more")
     if config.brain.max_retries < 0:
         raise ConfigError("brain.max_retries: must be 0 or more")
     if config.server.max_queued_turns < 0:

@@ -35,6 +35,7 @@ from gateway.store import Store, TurnStatus
 from gateway.store.repo import (
     Address,
     StoredInbound,
+    find_address,
     reopen_failed_turn,
     resolve_address,
     store_inbound,
@@ -127,6 +128,10 @@ class Router:
             raise RuntimeError("the router already has a pipeline")
         self._pipeline = pipeline
         self._attached.set()
+
+    async def known(self, channel: str, sender: str) -> Address | None:
+        """The sender's address if they were seen before (a new one is not made)."""
+        return await find_address(self.store, channel, sender)
 
     async def address(self, channel: str, sender: str, display_name: str = "") -> Address:
         return await resolve_address(self.store, channel, storable(sender), storable(display_name))

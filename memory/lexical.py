@@ -49,6 +49,14 @@ B = 0.75
 
 LexicalRow = tuple[int, str, str]  # item id, content, speaker
 
+# What ``LexicalIndex.nbytes`` counts per item (its id's entry in the slot map), per
+# stem (the key, its postings object, list, tuple and two small arrays) and per
+# posting (an int32 slot and a float32 weight). Measured with tracemalloc: 2,000
+# lines of 12 words over 5,000 stems took 2.83 MB, and these say 2.83 MB.
+_SLOT_BYTES = 100
+_STEM_BYTES = 480
+_POSTING_BYTES = 8
+
 
 class Fts5Tokenizer:
     """Stems as FTS5 makes them, from private in-memory databases. Thread-safe.
@@ -155,6 +163,8 @@ class LexicalIndex:
         self._live_count = 0
         self._live_length = 0.0
         self._postings: dict[str, _Postings] = {}
+        # (slot, weight) pairs in the postings, for ``nbytes``.
+        self._posted = 0
         # Changes since the last save (or load).
         self.dirty = 0
 
@@ -162,6 +172,18 @@ class LexicalIndex:
     def count(self) -> int:
         """Recallable items in the index."""
         return self._live_count
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the index holds, about: its arrays, and Python's objects at their
+        measured sizes (see ``_STEM_BYTES``)."""
+        arrays = self._ids.nbytes + self._lengths.nbytes + self._live.nbytes
+        return (
+            arrays
+            + len(self._slot_of) * _SLOT_BYTES
+            + len(self._postings) * _STEM_BYTES
+            + self._posted * _POSTING_BYTES
+        )
 
     def live_ids(self) -> set[int]:
         """The ids of the items the index holds as recallable."""
@@ -260,6 +282,7 @@ class LexicalIndex:
         for n, stem in enumerate(stems):
             postings = index._postings[str(stem)] = _Postings()
             start, end = int(offsets[n]), int(offsets[n + 1])
+            index._posted += end - start
             postings.chunks.append((slots[start:end], weights[start:end]))
         return index
 
@@ -394,6 +417,7 @@ class LexicalIndex:
             postings = self._postings.get(stem)
             if postings is None:
                 postings = self._postings[stem] = _Postings()
+            self._posted += len(holders)
             postings.chunks.append(
                 (
                     np.fromiter(holders.keys(), np.int32, len(holders)),

@@ -34,6 +34,7 @@ from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.embed_onnx import model_cache
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
+from memory.index_cache import EvictionSaves, IndexCache
 from memory.lexical import Fts5Tokenizer, LexicalIndex, LexicalUnreadable
 from memory.models import MemoryItem, MemoryTrace
 from memory.pack import Candidate, MemoryView, PackResult, PackSettings, search_text, select
@@ -248,6 +249,10 @@ class MemoryService:
         self._reembed_queue: list[int] = []
         self._reembed_task: asyncio.Task[int] | None = None
         self.reembedded_items = 0
+        # Both indexes of the people used last, within ``memory.index_cache_mb``; the
+        # others' are saved and leave memory (memory/index_cache.py).
+        self.index_cache = IndexCache(int(config.index_cache_mb * 1024 * 1024))
+        self._evictions = EvictionSaves(store.identity)
 
     @classmethod
     async def start(
@@ -304,7 +309,9 @@ class MemoryService:
         embedder = self.embedder
         if embedder is None or person_id in self._reembedding:
             return None
-        return self._indexes.get(person_id) or await self._open_index(person_id, embedder)
+        index = self._indexes.get(person_id) or await self._open_index(person_id, embedder)
+        self._used(person_id)
+        return index
 
     async def _open_index(self, person_id: int, embedder: Embedder) -> PersonIndex:
         lock = self._opening.setdefault(person_id, asyncio.Lock())
@@ -312,6 +319,8 @@ class MemoryService:
             found = self._indexes.get(person_id)
             if found is not None:
                 return found
+            # Evicted a moment ago: load what that save writes, not a file it replaces.
+            await self._evictions.wait(person_id)
             params = IndexParams(
                 dim=embedder.dim,
                 m=self.config.index_m,
@@ -328,6 +337,7 @@ class MemoryService:
                 "memory index of person %d: %s, %d items", person_id, index.origin, index.count
             )
             self._indexes[person_id] = index
+            self._used(person_id)
             return index
 
     async def _fill_index(
@@ -347,6 +357,7 @@ class MemoryService:
         is nothing else to search, so the first pack always waits."""
         found = self._lexical.get(person_id)
         if found is not None:
+            self._used(person_id)
             return found
         task = self._lexical_builds.get(person_id)
         if task is None:
@@ -377,6 +388,8 @@ class MemoryService:
         started = time.perf_counter()
         path = self._lexical_path(person_id)
         index: LexicalIndex | None = None
+        # Evicted a moment ago: load what that save writes.
+        await self._evictions.wait(person_id)
         try:
             index = await asyncio.to_thread(
                 LexicalIndex.load, path, self._tokenizer, self.store.identity
@@ -408,8 +421,10 @@ class MemoryService:
             # held: searches go back to FTS5 and the next build reads the store anew.
             if self._lexical.get(person_id) is index:
                 del self._lexical[person_id]
+                self._used(person_id)  # its size leaves the cache's total
             raise
         self._lexical_pending.pop(person_id, None)
+        self._used(person_id)
         await asyncio.to_thread(index.compact)
         if index.dirty or origin == "built":
             await self._save_lexical(person_id, index)
@@ -486,18 +501,46 @@ class MemoryService:
         # Saving writes the whole file: waiting for a share of the index keeps bulk
         # ingest linear. Unsaved changes are safe: the store has every vector, and
         # opening the index adds what its file lacks.
+        if self._indexes.get(index.person_id) is not index:
+            # Evicted meanwhile: its eviction saves it, and a save from here could land
+            # after the reopened index's own.
+            return
         if index.dirty >= max(self.config.index_save_every, index.count // 4):
             await asyncio.to_thread(index.save)
 
+    def _used(self, person_id: int) -> None:
+        """The person's indexes were used or grew: they go last in the cache, and the
+        people used longest ago are evicted while the cache is over its budget."""
+        ann, lexical = self._indexes.get(person_id), self._lexical.get(person_id)
+        if ann is None and lexical is None:
+            # Evicted while it was being added to: it is reopened at its next use.
+            self.index_cache.forget(person_id)
+            return
+        size = (ann.nbytes if ann is not None else 0) + (lexical.nbytes if lexical else 0)
+        for other in self.index_cache.use(person_id, size, self._busy):
+            self._evict(other)
+
+    def _busy(self, person_id: int) -> bool:
+        """Whether an index of the person is being opened or built (not evicted then)."""
+        opening = self._opening.get(person_id)
+        return person_id in self._lexical_builds or (opening is not None and opening.locked())
+
+    def _evict(self, person_id: int) -> None:
+        ann, lexical = self._indexes.pop(person_id, None), self._lexical.pop(person_id, None)
+        self._evictions.start(person_id, ann, lexical, self._lexical_path(person_id))
+        log.debug("memory: the indexes of person %d leave memory (least recently used)", person_id)
+
     async def save_indexes(self) -> None:
-        for index in list(self._indexes.values()):
-            if index.dirty:
+        # Only those still held when their turn comes: an evicted one is its
+        # eviction's to save (memory/index_cache.py).
+        for person_id, index in list(self._indexes.items()):
+            if index.dirty and self._indexes.get(person_id) is index:
                 try:
                     await asyncio.to_thread(index.save)
                 except IndexUnavailable:
                     log.exception("memory: could not save %s", index.path.name)
         for person_id, lexical in list(self._lexical.items()):
-            if lexical.dirty:
+            if lexical.dirty and self._lexical.get(person_id) is lexical:
                 await self._save_lexical(person_id, lexical)
 
     async def aclose(self) -> None:
@@ -514,6 +557,7 @@ class MemoryService:
         if self._embeds is not None:
             await self._embeds.aclose()
         await self.save_indexes()
+        await self._evictions.aclose()
         self._indexes.clear()
 
     # -- writing ---------------------------------------------------------------
@@ -536,13 +580,19 @@ class MemoryService:
             ]
         ids = await repo.insert_items(self.store, items)
         recallable: dict[int, list[tuple[int, str, str]]] = {}
+        # Taken now: one may be evicted while another is added to (then the rows are
+        # read from the store when it is loaded again).
+        lexicals: dict[int, LexicalIndex] = {}
         for item_id, item in zip(ids, items, strict=True):
-            if item.status is ItemStatus.ACTIVE and item.person_id in self._lexical:
+            lexical = self._lexical.get(item.person_id)
+            if item.status is ItemStatus.ACTIVE and lexical is not None:
+                lexicals[item.person_id] = lexical
                 recallable.setdefault(item.person_id, []).append(
                     (item_id, item.content, item.speaker)
                 )
         for person_id, found in recallable.items():
-            await asyncio.to_thread(self._lexical[person_id].add, found)
+            await asyncio.to_thread(lexicals[person_id].add, found)
+            self._used(person_id)
         if matrix is not None:
             by_person: dict[int, list[int]] = {}
             for n, item in enumerate(items):
@@ -553,6 +603,7 @@ class MemoryService:
                 if index is not None:
                     await asyncio.to_thread(index.add, [ids[n] for n in rows], matrix[rows])
                     await self._maybe_save(index)
+                    self._used(person_id)
         return ids
 
     async def ingest(self, episodes: Sequence[Episode]) -> list[int]:

@@ -175,6 +175,9 @@ def test_unknown_sections_and_keys_are_refused(
         ('[openai]\nbase_url = "ftp://x"\n', {}, "openai.base_url"),
         ('[brain]\nkind = "openai"\n', {}, "openai.base_url"),
         ("[webchat]\nmax_frame_bytes = 0\n", {}, "webchat.max_frame_bytes"),
+        ("[webchat]\nnew_people_per_hour = -1.0\n", {}, "webchat.new_people_per_hour"),
+        ("[webchat]\nnew_people_burst = 0\n", {}, "webchat.new_people_burst"),
+        ("[memory]\nindex_cache_mb = 0.0\n", {}, "memory.index_cache_mb"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(

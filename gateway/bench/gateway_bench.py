@@ -36,6 +36,19 @@ store); ``rtt_*`` is the client's view (message sent → reply received).
 Exit status 1 when there were errors.
 
 ``--burst N`` measures overload instead: see ``gateway/bench/burst_bench.py``.
+
+``--new-people N`` measures memory instead: N sessions of one message each,
+each a new person (8 at a time, after 20 to warm up), and the gateway's
+resident set (``VmRSS``) before, every N/10 people and after::
+
+    {"stages", "index_cache_mb", "new_people", "replied", "errors", "rss_before_mb", "rss_after_mb",
+     "per_person_mb", "settled_at", "tail_per_person_mb", "rss_mb_by_people",
+     "people_per_s"}
+
+``tail_per_person_mb`` is the growth per person after the first 1,000 (after
+the first half when N is 2,000 or less): flat once the process has settled.
+``--index-cache-mb MB`` sets the gateway's ``memory.index_cache_mb`` for the
+run (null in the JSON: the default), to see it fill and hold within N people.
 """
 
 from __future__ import annotations
@@ -414,7 +427,129 @@ async def run(
     }
 
 
+def resident_mb(pid: int) -> float:
+    """The process's resident set (VmRSS) in MB, from /proc."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+# People sent in before the first reading: the model and the first indexes are loaded
+# lazily, once per process, and are not any one person's cost.
+NEW_PEOPLE_WARMUP = 20
+NEW_PEOPLE_CONCURRENCY = 8
+
+
+async def run_new_people(
+    people: int,
+    folder: Path,
+    *,
+    stages: str = "default",
+    every: int = 0,
+    index_cache_mb: float | None = None,
+) -> dict[str, Any]:
+    """``--new-people N``: N sessions of one message each, each a new person; the
+    gateway's resident memory before, along the way (every ``every`` people) and after.
+
+    ``per_person_mb`` is the growth over the N people; ``tail_per_person_mb`` the
+    growth over those after the first half (or after the first 1,000 when N > 2,000):
+    what each further person costs once the process has settled.
+    """
+    port = free_port()
+    data_dir = folder / "data"
+    config_path = folder / "agentgw.toml"
+    text = bench_config_text(data_dir, port, 1, stages)
+    if index_cache_mb is not None and stages != "core":
+        text += f"[memory]\nindex_cache_mb = {index_cache_mb}\n"
+    await asyncio.to_thread(config_path.write_text, text, "utf-8")
+    every = every or max(1, people // 10)
+    settled_at = 1000 if people > 2000 else people // 2
+    gateway = GatewayProcess(config_path, port, folder / "gateway.log")
+    await gateway.start()
+    result = DriveResult()
+    readings: list[tuple[int, float]] = []
+    try:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+
+            async def person(name: str) -> None:
+                await converse(session, gateway.base_url, name, 1, result)
+
+            async def people_from(start: int, count: int) -> None:
+                # A few at a time, as people arrive, not N sockets at once.
+                slots = asyncio.Semaphore(NEW_PEOPLE_CONCURRENCY)
+
+                async def one(i: int) -> None:
+                    async with slots:
+                        await person(f"new-{port}-{i:06d}")
+
+                await asyncio.gather(*(one(i) for i in range(start, start + count)))
+
+            await people_from(-NEW_PEOPLE_WARMUP, NEW_PEOPLE_WARMUP)
+            started = time.perf_counter()
+            before = resident_mb(gateway.pid)
+            readings.append((0, before))
+            done = 0
+            while done < people:
+                step = min(every, people - done)
+                await people_from(done, step)
+                done += step
+                readings.append((done, resident_mb(gateway.pid)))
+            wall_s = time.perf_counter() - started
+    finally:
+        status = await gateway.stop()
+    if status != 0:
+        result.problems.append(f"the gateway exited with status {status}")
+    after = readings[-1][1]
+    settled = min(readings, key=lambda r: abs(r[0] - settled_at))
+    tail = people - settled[0]
+    return {
+        "stages": stages,
+        "index_cache_mb": index_cache_mb,
+        "new_people": people,
+        "replied": result.replied - NEW_PEOPLE_WARMUP,
+        "errors": people + NEW_PEOPLE_WARMUP - result.replied + (status != 0),
+        "rss_before_mb": round(before, 1),
+        "rss_after_mb": round(after, 1),
+        "per_person_mb": round((after - before) / people, 4),
+        "settled_at": settled[0],
+        "tail_per_person_mb": round((after - settled[1]) / tail, 4) if tail else 0.0,
+        "rss_mb_by_people": [[n, round(mb, 1)] for n, mb in readings],
+        "people_per_s": round(people / wall_s, 1) if wall_s > 0 else 0.0,
+        "problems": result.problems[:10],
+    }
+
+
+def main_new_people(args: argparse.Namespace) -> int:
+    if args.new_people < 1:
+        raise ConfigError("--new-people must be 1 or more")
+    cache_mb = getattr(args, "index_cache_mb", None)
+    if cache_mb is not None and cache_mb <= 0:
+        raise ConfigError("--index-cache-mb must be positive")
+    with tempfile.TemporaryDirectory(prefix="agentgw-bench-gateway-") as folder:
+        result = asyncio.run(
+            run_new_people(
+                args.new_people,
+                Path(folder),
+                stages=getattr(args, "stages", "default"),
+                index_cache_mb=cache_mb,
+            )
+        )
+    for problem in result.pop("problems"):
+        print(f"bench gateway: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>20}: {value}")
+    return 1 if result["errors"] else 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "new_people", None) is not None:
+        return main_new_people(args)
     if args.conversations < 1 or args.turns < 1:
         raise ConfigError("--conversations and --turns must be 1 or more")
     pause_ms = float(getattr(args, "pause_ms", 0.0))

@@ -102,6 +102,12 @@ async def resolve_address(
     return found
 
 
+async def find_address(store: Store, channel: str, external_id: str) -> Address | None:
+    """The sender's address if they were seen before; None for a new one (nothing is made)."""
+    async with store.reader() as session:
+        return await _find_address(session, channel, external_id)
+
+
 async def _find_address(session: AsyncSession, channel: str, external_id: str) -> Address | None:
     row = (
         await session.execute(
