@@ -17,7 +17,7 @@ from gateway.context import load_persona
 from gateway.store import Store
 from gateway.store.repo import finish_turn, resolve_address, store_inbound
 from gateway.zones import PersonZones
-from memory.timeparse import referred_day
+from memory.timeparse import referred_day, resolve_window
 from persona.anchor import wrap_note
 from persona.models import ObservationStatus, RuleStatus, SyncScoreRow, VerdictStatus
 from persona.observation.block import render_block
@@ -392,3 +392,24 @@ async def test_recurring_means_on_two_of_the_persons_days(store: Store) -> None:
     assert await reflected("zone-la", "America/Los_Angeles") == [
         f"{said} (recurring: 3 times since 2024-05-03)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "day", "phrase"),
+    [
+        # Said on Monday 8 May: the Friday before it, not the one after.
+        ("We went hiking on Friday.", date(2023, 5, 5), "on Friday"),
+        # Two days back, not read as "yesterday".
+        (
+            "I visited my parents the day before yesterday.",
+            date(2023, 5, 6),
+            "the day before yesterday",
+        ),
+    ],
+)
+async def test_observer_reads_dates_as_the_pack_does(text: str, day: date, phrase: str) -> None:
+    (observation,) = (await RuleObserver(INSTRUCTIONS).observe([msg(1, text)])).observations
+    assert (observation.referred_on, observation.relative_phrase) == (day, phrase)
+    window = resolve_window(text, AT)  # how the pack reads the same message
+    assert window is not None
+    assert (window.start, window.end, window.phrase) == (day, day, phrase)
