@@ -5,7 +5,7 @@ whenever the question is asked. Both sides use it: a stored message gets the
 dates it refers to ("yesterday" → the day before it was sent), and a question
 gets the window its answer should fall in. "before/after the trip" names an
 event instead of a date: it comes back as an ``EventAnchor`` that the pack
-resolves against the memories themselves. The observer reads the day a
+resolves against the memories themselves. The observer reads the one day a
 statement refers to with ``referred_day``: the same patterns, read as a
 statement may mean them (ahead of the message too).
 """
@@ -333,6 +333,11 @@ def _fixed(offset_start: int, offset_end: int | None = None) -> object:
     return resolve
 
 
+_RECENTLY = re.compile(r"\b(?:recently|lately|the other day)\b", re.I)
+_EARLIER_THIS_YEAR = re.compile(r"\bearlier this year\b", re.I)
+# A window up to the message, but no day a statement could be said to refer to.
+_NO_DAY_OF_THEIR_OWN = (_RECENTLY, _EARLIER_THIS_YEAR)
+
 _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
     (
         re.compile(r"\b(?P<year>(?:19|20)\d{2})-(?P<month>\d{2})-(?P<day>\d{2})\b"),
@@ -350,8 +355,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
     (re.compile(r"\b(?:yesterday|last night)\b", re.I), _fixed(-1)),
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), _fixed(0)),
     (re.compile(r"\btomorrow\b", re.I), _fixed(1)),
-    (re.compile(r"\b(?:recently|lately|the other day)\b", re.I), _fixed(-30, 0)),
-    (re.compile(r"\bearlier this year\b", re.I), None),
+    (_RECENTLY, _fixed(-30, 0)),
+    (_EARLIER_THIS_YEAR, None),
     (
         re.compile(
             rf"\b(?P<n>{_NUM_RE})\s+(?P<unit>days?|weekends?|weeks?|months?|years?)\s+ago\b", re.I
@@ -481,24 +486,26 @@ _BETWEEN = re.compile(
 _SINCE = re.compile(r"\bsince\s*$", re.I)
 
 
-def resolve_window(text: str, when: datetime | date, *, ahead: bool = False) -> TimeWindow | None:
+def resolve_window(text: str, when: datetime | date) -> TimeWindow | None:
     """The first time expression of ``text``, resolved against ``when``; None when there is none.
 
     "between May and June" (or "from ... to ...") spans both; "since Monday" runs
-    to the message's own day. ``ahead``: read as a statement that may speak of
-    what is to come: "in three days" is a time ahead, and a day and month without
-    a year is the nearest such day, not the latest past one. Questions and the
-    pack's stored messages are read without it (what was talked about happened).
+    to the message's own day. Questions and the pack's stored messages are read
+    as about what happened (a day and month without a year is the latest past one).
     """
+    return _window(text, when, statement=False)
+
+
+def _window(text: str, when: datetime | date, statement: bool) -> TimeWindow | None:
     today = when.date() if isinstance(when, datetime) else when
     between = _BETWEEN.search(text)
     if between is not None:
         # Each side read as a time on its own ("in" so "May" counts as the month).
-        first = _first_window(f"in {between['first']}", today, ahead)
-        last = _first_window(f"in {between['last']}", today, ahead)
+        first = _first_window(f"in {between['first']}", today, statement)
+        last = _first_window(f"in {between['last']}", today, statement)
         if first is not None and last is not None and first.start <= last.end:
             return TimeWindow(first.start, last.end, between.group(0).strip())
-    return _first_window(text, today, ahead)
+    return _first_window(text, today, statement)
 
 
 _AGO_OR_AHEAD = re.compile(
@@ -509,13 +516,17 @@ _AGO_OR_AHEAD = re.compile(
 def referred_day(text: str, when: datetime | date) -> tuple[date, str] | None:
     """The one day a statement refers to, and the words that named it (the observer's reading).
 
-    ``resolve_window`` read ``ahead``; of a window longer than a day, its first
-    day ("last week": that Monday), except a count of days, weeks, months or
-    years back or ahead ("two weeks ago"): the day that far from the message,
-    which the window is drawn around.
+    ``resolve_window``'s patterns, read as a statement may mean them: "in three
+    days" is a time ahead, and a day and month without a year the nearest such
+    day ("my exam is on 3 July" said in June). Words that name no day of their own
+    ("recently", "lately", "the other day", "earlier this year": the pack's window
+    up to the message) are passed over. Of a window longer than a day, its first
+    day ("last week": that Monday), except a count of days, weeks, months or years
+    back or ahead ("two weeks ago"): the day that far from the message, which the
+    window is drawn around.
     """
     today = when.date() if isinstance(when, datetime) else when
-    window = resolve_window(text, when, ahead=True)
+    window = _window(text, when, statement=True)
     if window is None:
         return None
     counted = _AGO_OR_AHEAD.fullmatch(window.phrase)
@@ -525,7 +536,7 @@ def referred_day(text: str, when: datetime | date) -> tuple[date, str] | None:
     return window.start, window.phrase
 
 
-def _first_window(text: str, today: date, ahead: bool = False) -> TimeWindow | None:
+def _first_window(text: str, today: date, statement: bool = False) -> TimeWindow | None:
     found: list[tuple[int, TimeWindow]] = []
     lowered = text.lower()
     for pattern, resolver in _PATTERNS:
@@ -533,7 +544,9 @@ def _first_window(text: str, today: date, ahead: bool = False) -> TimeWindow | N
         # of one comes first (18 µs a question → 1).
         if resolver is _holiday and not any(word in lowered for word in _HOLIDAY_WORDS):
             continue
-        if resolver is _ahead and not ahead:
+        if statement and pattern in _NO_DAY_OF_THEIR_OWN:
+            continue
+        if resolver is _ahead and not statement:
             continue
         for match in pattern.finditer(text):
             if resolver is _month and not _month_is_real(match, text):
@@ -542,7 +555,7 @@ def _first_window(text: str, today: date, ahead: bool = False) -> TimeWindow | N
                 continue
             if resolver is None:  # earlier this year
                 span: tuple[date, date] | None = (date(today.year, 1, 1), today)
-            elif resolver is _day_month and ahead:
+            elif resolver is _day_month and statement:
                 span = _nearest_day_month(match, today)
             else:
                 span = resolver(match, today)  # type: ignore[operator]

@@ -243,3 +243,15 @@ def test_questions_are_not_read_ahead() -> None:
     window = resolve_window("my exam is on 3 July", SENT)
     assert window is not None
     assert window.start == date(2022, 7, 3)
+
+
+def test_referred_day_passes_over_words_that_name_no_day() -> None:
+    # The pack's window for "lately" runs up to the message; no one day is meant.
+    assert referred_day("I've been painting a lot lately", SENT) is None
+    assert referred_day("Lately I went hiking, last week too", SENT) == (
+        date(2023, 6, 5),
+        "last week",
+    )
+    window = resolve_window("I've been painting a lot lately", SENT)
+    assert window is not None
+    assert (window.start, window.end) == (date(2023, 5, 15), date(2023, 6, 14))
