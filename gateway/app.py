@@ -37,8 +37,8 @@ from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
-from memory.sink import MemorySink
 from memory.stages import MemoryIngestStage, MemoryPackStage
+from persona.observation.sink import MemorySink
 from persona.stages import PersonaLoop, build_persona_loop
 from voice.files import AudioFiles
 from voice.service import VoiceService

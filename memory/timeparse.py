@@ -5,7 +5,9 @@ whenever the question is asked. Both sides use it: a stored message gets the
 dates it refers to ("yesterday" → the day before it was sent), and a question
 gets the window its answer should fall in. "before/after the trip" names an
 event instead of a date: it comes back as an ``EventAnchor`` that the pack
-resolves against the memories themselves.
+resolves against the memories themselves. The observer reads the one day a
+statement refers to with ``referred_day``: the same patterns, read as a
+statement may mean them (ahead of the message too).
 """
 
 from __future__ import annotations
@@ -105,6 +107,36 @@ def _relative(match: re.Match[str], today: date) -> tuple[date, date] | None:
     return date(year, 1, 1), date(year, 12, 31)
 
 
+def _ahead(match: re.Match[str], today: date) -> tuple[date, date] | None:
+    """ "in three days", "in two weeks": a time ahead, as ``_relative`` reads one behind."""
+    word, unit = match["n"].lower(), match["unit"].lower().rstrip("s")
+    amount = _number(word)
+    if unit == "day":
+        day = today + timedelta(days=amount)
+        spread = 1 if word in VAGUE else 0
+        return day - timedelta(days=spread), day + timedelta(days=spread)
+    if unit == "week":
+        centre = today + timedelta(weeks=amount)
+        return centre - timedelta(days=3), centre + timedelta(days=3)
+    if unit == "month":
+        month_index = today.year * 12 + today.month - 1 + amount
+        year, month = divmod(month_index, 12)
+        return date(year, month + 1, 1), _month_end(year, month + 1)
+    year = today.year + amount
+    return date(year, 1, 1), date(year, 12, 31)
+
+
+def _shifted(today: date, amount: int, unit: str) -> date:
+    """``today`` moved ``amount`` units (negative: back); a month's day clamped to its end."""
+    if unit == "day":
+        return today + timedelta(days=amount)
+    if unit == "week":
+        return today + timedelta(weeks=amount)
+    months = amount * (12 if unit == "year" else 1)
+    year, month = divmod(today.year * 12 + today.month - 1 + months, 12)
+    return date(year, month + 1, min(today.day, calendar.monthrange(year, month + 1)[1]))
+
+
 def _named_period(match: re.Match[str], today: date) -> tuple[date, date] | None:
     which, unit = match["which"].lower(), match["unit"].lower()
     shift = {"last": -1, "past": -1, "previous": -1, "this": 0, "next": 1}[which]
@@ -145,9 +177,35 @@ def _day_month(match: re.Match[str], today: date) -> tuple[date, date] | None:
     return when, when
 
 
+def _nearest_day_month(match: re.Match[str], today: date) -> tuple[date, date] | None:
+    """A day and month without a year, as a statement means it: the nearest such day
+    ("14 June" said on 8 May is five weeks ahead, not eleven months back)."""
+    if match["year"]:
+        return _day_month(match, today)
+    month = MONTHS[(match["month"] or match["month2"]).lower()]
+    day = int(match["day"] or match["day2"])
+    candidates = []
+    for year in (today.year - 1, today.year, today.year + 1):
+        try:
+            candidates.append(date(year, month, day))
+        except ValueError:
+            continue  # 29 February of a common year
+    if not candidates:
+        return None
+    # The nearer one; a tie goes to the past.
+    when = min(candidates, key=lambda d: (abs((d - today).days), d > today))
+    return when, when
+
+
 def _month(match: re.Match[str], today: date) -> tuple[date, date] | None:
     month = MONTHS[match["month"].lower()]
-    year = int(match["year"]) if match["year"] else _recent_month(month, today)
+    if match["year"]:
+        year = int(match["year"])
+    elif (match["which"] or "").lower() == "next":
+        # "next May": the first May after this month.
+        year = today.year if month > today.month else today.year + 1
+    else:
+        year = _recent_month(month, today)
     part = (match["part"] or "").lower()
     # Thirds of the month: "early May" is 1-10, "mid-May" 11-20, "late May" 21-31.
     if part == "early":
@@ -275,6 +333,11 @@ def _fixed(offset_start: int, offset_end: int | None = None) -> object:
     return resolve
 
 
+_RECENTLY = re.compile(r"\b(?:recently|lately|the other day)\b", re.I)
+_EARLIER_THIS_YEAR = re.compile(r"\bearlier this year\b", re.I)
+# A window up to the message, but no day a statement could be said to refer to.
+_NO_DAY_OF_THEIR_OWN = (_RECENTLY, _EARLIER_THIS_YEAR)
+
 _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
     (
         re.compile(r"\b(?P<year>(?:19|20)\d{2})-(?P<month>\d{2})-(?P<day>\d{2})\b"),
@@ -292,13 +355,17 @@ _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
     (re.compile(r"\b(?:yesterday|last night)\b", re.I), _fixed(-1)),
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), _fixed(0)),
     (re.compile(r"\btomorrow\b", re.I), _fixed(1)),
-    (re.compile(r"\b(?:recently|lately|the other day)\b", re.I), _fixed(-30, 0)),
-    (re.compile(r"\bearlier this year\b", re.I), None),
+    (_RECENTLY, _fixed(-30, 0)),
+    (_EARLIER_THIS_YEAR, None),
     (
         re.compile(
             rf"\b(?P<n>{_NUM_RE})\s+(?P<unit>days?|weekends?|weeks?|months?|years?)\s+ago\b", re.I
         ),
         _relative,
+    ),
+    (
+        re.compile(rf"\bin\s+(?P<n>{_NUM_RE})\s+(?P<unit>days?|weeks?|months?|years?)\b", re.I),
+        _ahead,
     ),
     (
         re.compile(
@@ -324,7 +391,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], object], ...] = (
     ),
     (
         re.compile(
-            rf"\b(?:(?P<part>early|mid|late)(?:\s+|-|\s+in\s+))?(?P<month>{_MONTH_RE})\b"
+            rf"\b(?:(?P<which>next)\s+)?(?:(?P<part>early|mid|late)(?:\s+|-|\s+in\s+))?"
+            rf"(?P<month>{_MONTH_RE})\b"
             rf"(?:\s+(?:of\s+)?(?P<year>(?:19|20)\d{{2}}))?",
             re.I,
         ),
@@ -402,9 +470,11 @@ def _is_habit(match: re.Match[str], text: str) -> bool:
 def _month_is_real(match: re.Match[str], text: str) -> bool:
     """ "in May", "May 2023": a month; "I may go", "the March for Science": not one."""
     word = match["month"]
-    if not _AMBIGUOUS_MONTH.match(word) or match["year"] or match["part"]:
+    if not _AMBIGUOUS_MONTH.match(word) or match["year"] or match["part"] or match["which"]:
         return True
     before = text[: match.start()].rstrip().lower().rsplit(" ", 1)[-1]
+    if word == "may" and before == "this":
+        return False  # "this may help": the verb (the month is written "May")
     return before in _MONTH_LEADS
 
 
@@ -420,26 +490,63 @@ def resolve_window(text: str, when: datetime | date) -> TimeWindow | None:
     """The first time expression of ``text``, resolved against ``when``; None when there is none.
 
     "between May and June" (or "from ... to ...") spans both; "since Monday" runs
-    to the message's own day.
+    to the message's own day. Questions and the pack's stored messages are read
+    as about what happened (a day and month without a year is the latest past one).
     """
+    return _window(text, when, statement=False)
+
+
+def _window(text: str, when: datetime | date, statement: bool) -> TimeWindow | None:
     today = when.date() if isinstance(when, datetime) else when
     between = _BETWEEN.search(text)
     if between is not None:
         # Each side read as a time on its own ("in" so "May" counts as the month).
-        first = _first_window(f"in {between['first']}", today)
-        last = _first_window(f"in {between['last']}", today)
+        first = _first_window(f"in {between['first']}", today, statement)
+        last = _first_window(f"in {between['last']}", today, statement)
         if first is not None and last is not None and first.start <= last.end:
             return TimeWindow(first.start, last.end, between.group(0).strip())
-    return _first_window(text, today)
+    return _first_window(text, today, statement)
 
 
-def _first_window(text: str, today: date) -> TimeWindow | None:
+_AGO_OR_AHEAD = re.compile(
+    rf"(?:in\s+)?(?P<n>{_NUM_RE})\s+(?P<unit>days?|weeks?|months?|years?)(?P<ago>\s+ago)?", re.I
+)
+
+
+def referred_day(text: str, when: datetime | date) -> tuple[date, str] | None:
+    """The one day a statement refers to, and the words that named it (the observer's reading).
+
+    ``resolve_window``'s patterns, read as a statement may mean them: "in three
+    days" is a time ahead, and a day and month without a year the nearest such
+    day ("my exam is on 3 July" said in June). Words that name no day of their own
+    ("recently", "lately", "the other day", "earlier this year": the pack's window
+    up to the message) are passed over. Of a window longer than a day, its first
+    day ("last week": that Monday), except a count of days, weeks, months or years
+    back or ahead ("two weeks ago"): the day that far from the message, which the
+    window is drawn around.
+    """
+    today = when.date() if isinstance(when, datetime) else when
+    window = _window(text, when, statement=True)
+    if window is None:
+        return None
+    counted = _AGO_OR_AHEAD.fullmatch(window.phrase)
+    if counted is not None and (counted["ago"] or window.phrase.lower().startswith("in")):
+        amount = _number(counted["n"].lower()) * (-1 if counted["ago"] else 1)
+        return _shifted(today, amount, counted["unit"].lower().rstrip("s")), window.phrase
+    return window.start, window.phrase
+
+
+def _first_window(text: str, today: date, statement: bool = False) -> TimeWindow | None:
     found: list[tuple[int, TimeWindow]] = []
     lowered = text.lower()
     for pattern, resolver in _PATTERNS:
         # The holidays' alternation is the slowest pattern and seldom needed: a word
         # of one comes first (18 µs a question → 1).
         if resolver is _holiday and not any(word in lowered for word in _HOLIDAY_WORDS):
+            continue
+        if statement and pattern in _NO_DAY_OF_THEIR_OWN:
+            continue
+        if resolver is _ahead and not statement:
             continue
         for match in pattern.finditer(text):
             if resolver is _month and not _month_is_real(match, text):
@@ -448,6 +555,8 @@ def _first_window(text: str, today: date) -> TimeWindow | None:
                 continue
             if resolver is None:  # earlier this year
                 span: tuple[date, date] | None = (date(today.year, 1, 1), today)
+            elif resolver is _day_month and statement:
+                span = _nearest_day_month(match, today)
             else:
                 span = resolver(match, today)  # type: ignore[operator]
             if span is not None:

@@ -45,20 +45,6 @@ from gateway.store.models import Turn, utcnow
 from gateway.supervisor import TaskSupervisor
 from gateway.tokens import estimate_tokens
 from gateway.zones import PersonZones
-from memory.observe import (
-    ObservationSink,
-    Observer,
-    Reflector,
-    instruction_lines,
-)
-from memory.observe_llm import (
-    LLMObserver,
-    LLMReflector,
-)
-from memory.observe_rules import (
-    RuleObserver,
-    RuleReflector,
-)
 from persona.anchor import (
     REINFORCE_PREFIX,
     PlannerSettings,
@@ -78,7 +64,12 @@ from persona.judge import (
 from persona.judge_llm import LLMJudge
 from persona.judge_local import LocalJudge
 from persona.models import ActionKind, PersonaAction
-from persona.observations import ObservationLog, ObservePass, PassResult
+from persona.observation.guards import instruction_lines
+from persona.observation.llm import LLMObserver, LLMReflector
+from persona.observation.log import ObservationLog
+from persona.observation.rules import RuleObserver, RuleReflector
+from persona.observation.run import ObservePass, PassResult
+from persona.observation.types import ObservationSink, Observer, Reflector
 from persona.state import MergePolicy, PersonaBook, initial_state, load_exemplars
 
 log = logging.getLogger(__name__)

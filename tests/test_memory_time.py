@@ -11,6 +11,7 @@ from memory.timeparse import (
     HOLIDAYS,
     easter_sunday,
     find_anchor,
+    referred_day,
     resolve_window,
     thanksgiving_day,
 )
@@ -193,3 +194,64 @@ def test_remembered_statements_get_a_type() -> None:
     assert classify("always answer in French") is ItemType.PROCEDURAL
     assert classify("dentist appointment next Monday") is ItemType.EVENT
     assert classify("the car is blue") is ItemType.FACT
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        # "next" with a month: the first such month after this one.
+        ("we move next May", date(2024, 5, 1), date(2024, 5, 31)),
+        ("next December", date(2023, 12, 1), date(2023, 12, 31)),
+    ],
+)
+def test_next_month_is_ahead(text: str, start: date, end: date) -> None:
+    window = resolve_window(text, SENT)
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+
+
+def test_this_may_is_the_verb() -> None:
+    assert resolve_window("this may help with the back pain", SENT) is None
+    window = resolve_window("This May we went to Rome", SENT)
+    assert window is not None
+    assert (window.start, window.end) == (date(2023, 5, 1), date(2023, 5, 31))
+
+
+@pytest.mark.parametrize(
+    ("text", "day", "phrase"),
+    [
+        # Counts ahead, read only as a statement: the day that far from the message.
+        ("I fly out in three days", date(2023, 6, 17), "in three days"),
+        ("the course starts in two weeks", date(2023, 6, 28), "in two weeks"),
+        ("in a month we move", date(2023, 7, 14), "in a month"),
+        # A count back: that day, which the pack's window is drawn around.
+        ("two weeks ago I ran", date(2023, 5, 31), "two weeks ago"),
+        # A day and month without a year: the nearest (19 days ahead, not a year back).
+        ("my exam is on 3 July", date(2023, 7, 3), "3 July"),
+        ("my exam was on 8 May", date(2023, 5, 8), "8 May"),
+        # A longer window: its first day.
+        ("I moved to Denver last week", date(2023, 6, 5), "last week"),
+    ],
+)
+def test_referred_day_reads_a_statement(text: str, day: date, phrase: str) -> None:
+    assert referred_day(text, SENT) == (day, phrase)
+
+
+def test_questions_are_not_read_ahead() -> None:
+    # The pack reads questions and stored messages as about what happened.
+    assert resolve_window("I fly out in three days", SENT) is None
+    window = resolve_window("my exam is on 3 July", SENT)
+    assert window is not None
+    assert window.start == date(2022, 7, 3)
+
+
+def test_referred_day_passes_over_words_that_name_no_day() -> None:
+    # The pack's window for "lately" runs up to the message; no one day is meant.
+    assert referred_day("I've been painting a lot lately", SENT) is None
+    assert referred_day("Lately I went hiking, last week too", SENT) == (
+        date(2023, 6, 5),
+        "last week",
+    )
+    window = resolve_window("I've been painting a lot lately", SENT)
+    assert window is not None
+    assert (window.start, window.end) == (date(2023, 5, 15), date(2023, 6, 14))

@@ -17,28 +17,22 @@ from gateway.context import load_persona
 from gateway.store import Store
 from gateway.store.repo import finish_turn, resolve_address, store_inbound
 from gateway.zones import PersonZones
-from memory.observe import (
+from memory.timeparse import referred_day, resolve_window
+from persona.anchor import wrap_note
+from persona.models import ObservationStatus, RuleStatus, SyncScoreRow, VerdictStatus
+from persona.observation.block import render_block
+from persona.observation.guards import batches, clean_for_observer, instruction_lines
+from persona.observation.llm import LLMObserver, LLMReflector
+from persona.observation.log import ObservationLog
+from persona.observation.rules import RuleObserver, RuleReflector
+from persona.observation.run import ObservePass
+from persona.observation.types import (
     Category,
     KnownObservation,
     Observation,
     Priority,
     SourceMessage,
-    batches,
-    clean_for_observer,
-    instruction_lines,
 )
-from memory.observe_llm import (
-    LLMObserver,
-    LLMReflector,
-)
-from memory.observe_rules import (
-    RuleObserver,
-    RuleReflector,
-)
-from persona.anchor import wrap_note
-from persona.dates import resolve_date
-from persona.models import ObservationStatus, RuleStatus, SyncScoreRow, VerdictStatus
-from persona.observations import ObservationLog, ObservePass, render_block
 from persona.state import MergePolicy, PersonaBook, PersonaState
 
 AT = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -57,13 +51,13 @@ def obs(
 
 
 def test_dates_resolve_against_the_message_time() -> None:
-    assert resolve_date("I went to a support group yesterday", AT) == (
+    assert referred_day("I went to a support group yesterday", AT) == (
         date(2023, 5, 7),
         "yesterday",
     )
-    assert resolve_date("we fly out next Friday", AT) == (date(2023, 5, 12), "next Friday")
-    assert resolve_date("two weeks ago I ran", AT) == (date(2023, 4, 24), "two weeks ago")
-    assert resolve_date("this may help", AT) is None
+    assert referred_day("we fly out next Friday", AT) == (date(2023, 5, 12), "next Friday")
+    assert referred_day("two weeks ago I ran", AT) == (date(2023, 4, 24), "two weeks ago")
+    assert referred_day("this may help", AT) is None
 
 
 async def test_rule_observer_records_dated_prioritised_observations() -> None:
@@ -398,3 +392,24 @@ async def test_recurring_means_on_two_of_the_persons_days(store: Store) -> None:
     assert await reflected("zone-la", "America/Los_Angeles") == [
         f"{said} (recurring: 3 times since 2024-05-03)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "day", "phrase"),
+    [
+        # Said on Monday 8 May: the Friday before it, not the one after.
+        ("We went hiking on Friday.", date(2023, 5, 5), "on Friday"),
+        # Two days back, not read as "yesterday".
+        (
+            "I visited my parents the day before yesterday.",
+            date(2023, 5, 6),
+            "the day before yesterday",
+        ),
+    ],
+)
+async def test_observer_reads_dates_as_the_pack_does(text: str, day: date, phrase: str) -> None:
+    (observation,) = (await RuleObserver(INSTRUCTIONS).observe([msg(1, text)])).observations
+    assert (observation.referred_on, observation.relative_phrase) == (day, phrase)
+    window = resolve_window(text, AT)  # how the pack reads the same message
+    assert window is not None
+    assert (window.start, window.end, window.phrase) == (day, day, phrase)

@@ -24,7 +24,7 @@ from persona.anchor import (
 )
 from persona.judge import DriftState, Tier, Trend
 from persona.models import ActionKind, PersonaAction
-from persona.observations import ObservationLog
+from persona.observation.log import ObservationLog
 from persona.stages import AnchorStage, align, restore_unobserved
 from persona.state import HardRule, PersonaBook, PersonaState, Weighted
 

@@ -20,11 +20,11 @@ from gateway.brains.base import BlockKind, Purpose
 from gateway.brains.scripted import ScriptedBrain
 from gateway.prompt import PastMessage
 from gateway.store.models import Person
-from memory.observe import Category, Observation, Priority
 from memory.pack import FOOTER
 from memory.redteam import ATTACKS, ORDINARY, Attack, neutralised
 from memory.sanitize import MARKER, sanitize
 from persona.anchor import build_rebase
+from persona.observation.types import Category, Observation, Priority
 from persona.state import Weighted
 from tests.conftest import RunningGateway, make_config, start_gateway
 from tests.panel_support import PANEL_SECTIONS, chat

@@ -61,7 +61,14 @@ from gateway.testing.fake_anthropic import FakeAnthropic
 from gateway.tokens import estimate_tokens
 from memory import repo
 from memory.embed import Embedder, SentenceEmbedder
-from memory.observe import (
+from memory.service import MemoryService, PackRequest
+from persona.observation.guards import instruction_lines
+from persona.observation.llm import LLMObserver, LLMReflector
+from persona.observation.log import ObservationLog
+from persona.observation.rules import RuleObserver, RuleReflector, rule_observations, slot_of
+from persona.observation.run import reflection_due
+from persona.observation.sink import MemorySink
+from persona.observation.types import (
     Category,
     KnownObservation,
     Observation,
@@ -69,21 +76,7 @@ from memory.observe import (
     Priority,
     Reflector,
     SourceMessage,
-    instruction_lines,
 )
-from memory.observe_llm import (
-    LLMObserver,
-    LLMReflector,
-)
-from memory.observe_rules import (
-    RuleObserver,
-    RuleReflector,
-    rule_observations,
-    slot_of,
-)
-from memory.service import MemoryService, PackRequest
-from memory.sink import MemorySink
-from persona.observations import ObservationLog, reflection_due
 
 
 async def stored_messages(

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from gateway.errors import AgentGWError
 from gateway.store.models import Conversation, Message
 from persona.models import ObservationRow, ObservationStatus, ObserveCursor
-from persona.observations import PassResult
+from persona.observation.run import PassResult
 from web.panel.people import person_names
 from web.panel.render import (
     bad_request,

@@ -12,7 +12,9 @@ from typing import Any
 
 from gateway.brains.answers import json_object
 from gateway.brains.base import BlockKind, Brain, BrainRequest, ChatMessage, Purpose, SystemBlock
-from memory.observe import (
+from persona.observation.guards import batches, clean_for_observer, echoes_instructions
+from persona.observation.rules import RuleObserver, RuleReflector
+from persona.observation.types import (
     _RANK,
     Category,
     KnownObservation,
@@ -22,13 +24,6 @@ from memory.observe import (
     Priority,
     Reflection,
     SourceMessage,
-    batches,
-    clean_for_observer,
-    echoes_instructions,
-)
-from memory.observe_rules import (
-    RuleObserver,
-    RuleReflector,
 )
 
 # -- the LLM observer -----------------------------------------------------------

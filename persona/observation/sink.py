@@ -1,18 +1,18 @@
-"""Observations (``memory.observe``) become memory items the pack can recall."""
+"""The memory layer's sink: observations become memory items the pack can recall."""
 
 from __future__ import annotations
 
 from memory import repo
-from memory.observe import MEMORY_TYPE, Observation, Priority
 from memory.repo import NewItem
 from memory.service import MemoryService
 from memory.types import ItemStatus, ItemType
+from persona.observation.types import MEMORY_TYPE, Observation, Priority
 
 _PRIORITY = {Priority.HIGH: 0.8, Priority.MEDIUM: 0.5, Priority.LOW: 0.3}
 
 
 class MemorySink:
-    """The memory layer's side of ``memory.observe.ObservationSink``."""
+    """The memory layer's side of ``persona.observation.types.ObservationSink``."""
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service

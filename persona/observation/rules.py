@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gateway.tokens import estimate_tokens
-from memory.observe import (
+from memory.timeparse import referred_day
+from persona.observation.guards import (
+    _content,
+    _normalise,
+    clean_for_observer,
+    echoes_instructions,
+)
+from persona.observation.types import (
     _RANK,
     Category,
     KnownObservation,
@@ -22,12 +29,7 @@ from memory.observe import (
     Priority,
     Reflection,
     SourceMessage,
-    _content,
-    _normalise,
-    clean_for_observer,
-    echoes_instructions,
 )
-from persona.dates import resolve_date
 
 # -- the rule-based observer ------------------------------------------------------
 
@@ -139,7 +141,7 @@ def rule_observations(message: SourceMessage, instructions: frozenset[str]) -> l
         if verdict is None:
             continue
         category, priority = verdict
-        resolved = resolve_date(sentence, message.created_at)
+        resolved = referred_day(sentence, message.created_at)
         referred, phrase = resolved if resolved else (None, "")
         if (
             referred is not None
