@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway import __version__
 from gateway.config import Config, load_config
 from gateway.errors import AgentGWError, ConfigError, DatabaseInUse
 
@@ -121,6 +122,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgw", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"agentgw {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_config(p: argparse.ArgumentParser) -> None:

@@ -1,9 +1,13 @@
 """Typed, validated, immutable configuration.
 
-Sources, later ones winning: the built-in defaults, ``agentgw.toml`` (or the
-file given with ``--config``), then ``AGENTGW_<SECTION>__<KEY>`` environment
-variables. Secrets are never read from the file: the Anthropic key comes from
-``ANTHROPIC_API_KEY`` (or the variable named by ``claude.api_key_env``).
+Sources, later ones winning: the built-in defaults, the config file (the one
+given with ``--config``, else the first of ``./agentgw.toml``,
+``$XDG_CONFIG_HOME/agentgw/agentgw.toml`` and ``/etc/agentgw/agentgw.toml``),
+then ``AGENTGW_<SECTION>__<KEY>`` environment variables. Secrets are never read
+from the file: the Anthropic key comes from ``ANTHROPIC_API_KEY`` (or the
+variable named by ``claude.api_key_env``), and every secret variable ``NAME``
+may instead be ``NAME_FILE``, the path of a file holding it (Docker and
+Kubernetes secrets, systemd credentials).
 """
 
 from __future__ import annotations
@@ -507,6 +511,62 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+CONFIG_FILE_NAME = "agentgw.toml"
+# The system-wide place (a module constant so tests can point it elsewhere).
+SYSTEM_CONFIG_DIR = Path("/etc/agentgw")
+SECRET_FILE_SUFFIX = "_FILE"
+ACCESS_TOKEN_ENV = "AGENTGW_SERVER__ACCESS_TOKEN"
+
+
+def config_search_path(environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """Where a config file is looked for without ``--config``, first match wins.
+
+    The working directory first (a checkout, a container's workdir), then the
+    user's XDG config folder, then the system's, as other Unix daemons do.
+    """
+    xdg = environ.get("XDG_CONFIG_HOME", "")
+    if not Path(xdg).is_absolute():  # the XDG spec: a relative value is ignored
+        home = environ.get("HOME", "")
+        xdg = str(Path(home) / ".config") if home else str(Path.home() / ".config")
+    return (
+        Path(CONFIG_FILE_NAME),
+        Path(xdg) / "agentgw" / CONFIG_FILE_NAME,
+        SYSTEM_CONFIG_DIR / CONFIG_FILE_NAME,
+    )
+
+
+def find_config_file(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The config file ``load_config`` reads when no path is given, or None."""
+    for candidate in config_search_path(os.environ if environ is None else environ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def secret_from_env(environ: Mapping[str, str], name: str) -> str:
+    """``$NAME``, or the content of the file ``$NAME_FILE`` names ("" when neither is set).
+
+    Docker and Kubernetes mount secrets as files, and systemd's ``LoadCredential=``
+    puts them in ``$CREDENTIALS_DIRECTORY``: a file keeps the secret out of
+    ``docker inspect`` and ``/proc/<pid>/environ``. The trailing newline an editor
+    or ``echo`` leaves is dropped.
+    """
+    file_variable = name + SECRET_FILE_SUFFIX
+    path = environ.get(file_variable, "")
+    if not path:
+        return environ.get(name, "")
+    if environ.get(name, ""):
+        raise ConfigError(f"${name} and ${file_variable} are both set; keep one of them")
+    try:
+        value = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"${file_variable}: cannot read {path}: {reason}") from exc
+    if not value:
+        raise ConfigError(f"${file_variable}: {path} is empty")
+    return value
+
+
 def load_config(
     path: Path | None = None,
     *,
@@ -515,14 +575,13 @@ def load_config(
 ) -> Config:
     """Load, merge and validate the configuration.
 
-    ``path`` None means ``./agentgw.toml`` when it exists. ``overrides`` are
-    applied last (CLI flags), as ``{"server": {"port": 9000}}``.
+    ``path`` None means the first file of ``config_search_path`` that exists.
+    ``overrides`` are applied last (CLI flags), as ``{"server": {"port": 9000}}``.
     """
     environ = os.environ if env is None else env
     raw: dict[str, dict[str, Any]] = {}
     if path is None:
-        default = Path("agentgw.toml")
-        path = default if default.exists() else None
+        path = find_config_file(environ)
     elif not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     if path is not None:
@@ -542,8 +601,12 @@ def load_config(
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
+        if name == ACCESS_TOKEN_ENV + SECRET_FILE_SUFFIX:
+            continue  # read just below, as a file
         section, _, key = name[len(ENV_PREFIX) :].partition("__")
         raw.setdefault(section.lower(), {})[key.lower()] = value
+    if access_token := secret_from_env(environ, ACCESS_TOKEN_ENV):
+        raw.setdefault("server", {})["access_token"] = access_token
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
 
@@ -556,14 +619,13 @@ def load_config(
         sections[section] = _build_section(section, typing.cast(type[Any], cls), values)
 
     config = Config(**sections)
-    claude_key = environ.get(config.claude.api_key_env, "")
     config = dataclasses.replace(
         config,
-        anthropic_api_key=claude_key,
+        anthropic_api_key=secret_from_env(environ, config.claude.api_key_env),
         anthropic_base_url=config.claude.base_url or environ.get("ANTHROPIC_BASE_URL", ""),
-        openai_api_key=environ.get(config.openai.api_key_env, ""),
-        telegram_bot_token=environ.get(config.telegram.token_env, ""),
-        telegram_webhook_secret=environ.get(config.telegram.webhook_secret_env, ""),
+        openai_api_key=secret_from_env(environ, config.openai.api_key_env),
+        telegram_bot_token=secret_from_env(environ, config.telegram.token_env),
+        telegram_webhook_secret=secret_from_env(environ, config.telegram.webhook_secret_env),
     )
     _validate(config)
     _validate_telegram_and_links(config)
