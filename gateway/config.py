@@ -549,7 +549,8 @@ def secret_from_env(environ: Mapping[str, str], name: str) -> str:
     Docker and Kubernetes mount secrets as files, and systemd's ``LoadCredential=``
     puts them in ``$CREDENTIALS_DIRECTORY``: a file keeps the secret out of
     ``docker inspect`` and ``/proc/<pid>/environ``. The trailing newline an editor
-    or ``echo`` leaves is dropped.
+    or ``echo`` leaves is dropped; an empty file is an unset secret (so compose.yaml
+    can declare the Anthropic key's secret for those who have one).
     """
     file_variable = name + SECRET_FILE_SUFFIX
     path = environ.get(file_variable, "")
@@ -562,8 +563,6 @@ def secret_from_env(environ: Mapping[str, str], name: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"${file_variable}: cannot read {path}: {reason}") from exc
-    if not value:
-        raise ConfigError(f"${file_variable}: {path} is empty")
     return value
 
 
