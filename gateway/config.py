@@ -856,7 +856,8 @@ def _validate(config: Config) -> None:
     if not config.is_loopback and not config.server.access_token:
         raise ConfigError(
             f"server.access_token: required when server.host is {config.server.host!r} "
-            f"(not loopback); set AGENTGW_SERVER__ACCESS_TOKEN ({MAKE_TOKEN})"
+            f"(not loopback); set AGENTGW_SERVER__ACCESS_TOKEN, or the path of a file "
+            f"holding it in AGENTGW_SERVER__ACCESS_TOKEN_FILE ({MAKE_TOKEN})"
         )
     if config.server.access_token:
         _validate_token(config.server.access_token)
