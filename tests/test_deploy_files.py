@@ -9,6 +9,7 @@ also checked here, beside the config it has to agree with.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import shlex
@@ -477,3 +478,16 @@ def test_the_credential_examples_name_secrets_the_gateway_reads(tmp_path: Path) 
     assert config.anthropic_api_key == TOKEN
     assert config.server.access_token == TOKEN
     assert config.telegram_bot_token == TOKEN
+
+
+# -- the license ---------------------------------------------------------------
+
+# sha256 of the Apache License 2.0 as apache.org publishes it (LICENSE-2.0.txt).
+APACHE_2_0_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
+
+
+def test_the_license_file_is_the_one_pyproject_names() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    text = (ROOT / "LICENSE").read_bytes()
+    assert hashlib.sha256(text).hexdigest() == APACHE_2_0_SHA256
