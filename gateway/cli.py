@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.metadata
 import os
 import signal
 import socket
@@ -172,10 +171,10 @@ def _commands(
 
 
 def package_version() -> str:
-    try:
-        return importlib.metadata.version("agentgw")
-    except importlib.metadata.PackageNotFoundError:  # run from a tree that was never installed
-        return "unknown (not installed)"
+    # Written once, in pyproject.toml; gateway/__init__.py reads it from the metadata.
+    from gateway import __version__
+
+    return __version__
 
 
 def with_config(p: argparse.ArgumentParser) -> None:

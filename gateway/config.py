@@ -1,9 +1,13 @@
 """Typed, validated, immutable configuration.
 
-Sources, later ones winning: the built-in defaults, ``agentgw.toml`` (or the
-file given with ``--config``), then ``AGENTGW_<SECTION>__<KEY>`` environment
-variables. Secrets are never read from the file: the Anthropic key comes from
-``ANTHROPIC_API_KEY`` (or the variable named by ``claude.api_key_env``).
+Sources, later ones winning: the built-in defaults, the config file (the one
+given with ``--config``, else the first of ``./agentgw.toml``,
+``$XDG_CONFIG_HOME/agentgw/agentgw.toml`` and ``/etc/agentgw/agentgw.toml``),
+then ``AGENTGW_<SECTION>__<KEY>`` environment variables. Secrets are never read
+from the file: the Anthropic key comes from ``ANTHROPIC_API_KEY`` (or the
+variable named by ``claude.api_key_env``), and every secret variable ``NAME``
+may instead be ``NAME_FILE``, the path of a file holding it (Docker and
+Kubernetes secrets, systemd credentials).
 """
 
 from __future__ import annotations
@@ -534,6 +538,61 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+CONFIG_FILE_NAME = "agentgw.toml"
+# The system-wide place (a module constant so tests can point it elsewhere).
+SYSTEM_CONFIG_DIR = Path("/etc/agentgw")
+SECRET_FILE_SUFFIX = "_FILE"
+ACCESS_TOKEN_ENV = "AGENTGW_SERVER__ACCESS_TOKEN"
+
+
+def config_search_path(environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """Where a config file is looked for without ``--config``, first match wins.
+
+    The working directory first (a checkout, a container's workdir), then the
+    user's XDG config folder, then the system's, as other Unix daemons do.
+    """
+    xdg = environ.get("XDG_CONFIG_HOME", "")
+    if not Path(xdg).is_absolute():  # the XDG spec: a relative value is ignored
+        home = environ.get("HOME", "")
+        xdg = str(Path(home) / ".config") if home else str(Path.home() / ".config")
+    return (
+        Path(CONFIG_FILE_NAME),
+        Path(xdg) / "agentgw" / CONFIG_FILE_NAME,
+        SYSTEM_CONFIG_DIR / CONFIG_FILE_NAME,
+    )
+
+
+def find_config_file(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The config file ``load_config`` reads when no path is given, or None."""
+    for candidate in config_search_path(os.environ if environ is None else environ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def secret_from_env(environ: Mapping[str, str], name: str) -> str:
+    """``$NAME``, or the content of the file ``$NAME_FILE`` names ("" when neither is set).
+
+    Docker and Kubernetes mount secrets as files, and systemd's ``LoadCredential=``
+    puts them in ``$CREDENTIALS_DIRECTORY``: a file keeps the secret out of
+    ``docker inspect`` and ``/proc/<pid>/environ``. The trailing newline an editor
+    or ``echo`` leaves is dropped; an empty file is an unset secret (so compose.yaml
+    can declare the Anthropic key's secret for those who have one).
+    """
+    file_variable = name + SECRET_FILE_SUFFIX
+    path = environ.get(file_variable, "")
+    if not path:
+        return environ.get(name, "")
+    if environ.get(name, ""):
+        raise ConfigError(f"${name} and ${file_variable} are both set; keep one of them")
+    try:
+        value = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"${file_variable}: cannot read {path}: {reason}") from exc
+    return value
+
+
 def load_config(
     path: Path | None = None,
     *,
@@ -542,15 +601,14 @@ def load_config(
 ) -> Config:
     """Load, merge and validate the configuration.
 
-    ``path`` None means ``./agentgw.toml`` when it exists. ``overrides`` are
-    applied last (CLI flags), as ``{"server": {"port": 9000}}``.
+    ``path`` None means the first file of ``config_search_path`` that exists.
+    ``overrides`` are applied last (CLI flags), as ``{"server": {"port": 9000}}``.
     """
     environ = os.environ if env is None else env
     raw: dict[str, dict[str, Any]] = {}
     from_file: set[str] = set()
     if path is None:
-        default = Path("agentgw.toml")
-        path = default if default.exists() else None
+        path = find_config_file(environ)
     elif not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     if path is not None:
@@ -573,10 +631,14 @@ def load_config(
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
+        if name == ACCESS_TOKEN_ENV + SECRET_FILE_SUFFIX:
+            continue  # read just below, as a file
         section, _, key = name[len(ENV_PREFIX) :].partition("__")
         raw.setdefault(section.lower(), {})[key.lower()] = value
         origins[f"{section.lower()}.{key.lower()}"] = name
         origins.setdefault(section.lower(), name)
+    if access_token := secret_from_env(environ, ACCESS_TOKEN_ENV):
+        raw.setdefault("server", {})["access_token"] = access_token
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
         for key in values:
@@ -603,14 +665,13 @@ def load_config(
         sections[section] = _build_section(section, cls, values, origins)
 
     config = Config(**sections)
-    claude_key = environ.get(config.claude.api_key_env, "")
     config = dataclasses.replace(
         config,
-        anthropic_api_key=claude_key,
+        anthropic_api_key=secret_from_env(environ, config.claude.api_key_env),
         anthropic_base_url=config.claude.base_url or environ.get("ANTHROPIC_BASE_URL", ""),
-        openai_api_key=environ.get(config.openai.api_key_env, ""),
-        telegram_bot_token=environ.get(config.telegram.token_env, ""),
-        telegram_webhook_secret=environ.get(config.telegram.webhook_secret_env, ""),
+        openai_api_key=secret_from_env(environ, config.openai.api_key_env),
+        telegram_bot_token=secret_from_env(environ, config.telegram.token_env),
+        telegram_webhook_secret=secret_from_env(environ, config.telegram.webhook_secret_env),
     )
     try:
         _validate(config)
@@ -890,7 +951,8 @@ def _validate(config: Config) -> None:
     if not config.is_loopback and not config.server.access_token:
         raise ConfigError(
             f"server.access_token: required when server.host is {config.server.host!r} "
-            f"(not loopback); set AGENTGW_SERVER__ACCESS_TOKEN ({MAKE_TOKEN})"
+            f"(not loopback); set AGENTGW_SERVER__ACCESS_TOKEN, or the path of a file "
+            f"holding it in AGENTGW_SERVER__ACCESS_TOKEN_FILE ({MAKE_TOKEN})"
         )
     if config.server.access_token:
         _validate_token(config.server.access_token)

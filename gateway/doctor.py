@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from gateway.brains import resolve_kind
 from gateway.brains.claude import DEFAULT_BASE_URL, ClaudeBrain
 from gateway.brains.openai_compat import OpenAICompatBrain
 from gateway.clock import zone_name
-from gateway.config import Config
+from gateway.config import Config, config_search_path, find_config_file
 from gateway.errors import BrainError, PortUnavailable
 from gateway.startup import bind_sockets
 from gateway.store.datalock import DatabaseFileLock, DataDirLock, FileLock
@@ -89,10 +90,11 @@ async def run_doctor(
 
 
 def report_config(config: Config, config_path: Path | None, report: Report) -> None:
-    if config_path is None and Path("agentgw.toml").exists():
-        config_path = Path("agentgw.toml")
     if config_path is None:
-        report.say("config", "no agentgw.toml here; built-in defaults and the environment")
+        config_path = find_config_file()  # the one load_config read
+    if config_path is None:
+        searched = ", ".join(str(path) for path in config_search_path(os.environ))
+        report.say("config", f"no config file ({searched}); built-in defaults and the environment")
     else:
         report.say("config", f"{config_path.resolve()} (read and valid)")
     data_dir = config.data_dir.resolve()
