@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sqlite3
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -199,12 +197,7 @@ def main_burst(args: argparse.Namespace, count: int, profile: str | None) -> int
                 profile_path=Path(profile).resolve() if profile else None,
             )
         )
-    problems = result.pop("problems")
-    for problem in problems:
-        print(f"bench gateway: {problem}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:>16}: {value}")
+    from gateway.bench.gateway_bench import print_result
+
+    print_result(result, as_json=args.json)
     return 1 if result["errors"] else 0

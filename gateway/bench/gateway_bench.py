@@ -537,14 +537,19 @@ def main_new_people(args: argparse.Namespace) -> int:
                 index_cache_mb=cache_mb,
             )
         )
+    print_result(result, as_json=args.json, width=20)
+    return 1 if result["errors"] else 0
+
+
+def print_result(result: dict[str, Any], *, as_json: bool, width: int = 16) -> None:
+    """The figures on stdout (JSON, or a key a line); what went wrong on stderr."""
     for problem in result.pop("problems"):
         print(f"bench gateway: {problem}", file=sys.stderr)
-    if args.json:
+    if as_json:
         print(json.dumps(result))
     else:
         for key, value in result.items():
-            print(f"{key:>20}: {value}")
-    return 1 if result["errors"] else 0
+            print(f"{key:>{width}}: {value}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -574,14 +579,7 @@ def main(args: argparse.Namespace) -> int:
                 pause_ms=pause_ms,
             )
         )
-    problems = result.pop("problems")
-    for problem in problems:
-        print(f"bench gateway: {problem}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:>16}: {value}")
+    print_result(result, as_json=args.json)
     print_verdicts(gateway_targets(result), as_json_output=args.json)
     return 1 if result["errors"] else 0
 
