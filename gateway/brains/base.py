@@ -241,8 +241,7 @@ class BaseBrain(ABC):
             text="".join(parts), model=end.model, usage=end.usage, stop_reason=end.stop_reason
         )
 
-    @staticmethod
-    def _after_text(error: BrainError, *, started: bool) -> BrainError:
+    def _after_text(self, error: BrainError, *, started: bool) -> BrainError:
         if started and type(error) is BrainUnavailable:
-            return BrainInterrupted(f"the answer broke off: {error}")
+            return BrainInterrupted(f"{self.name}'s answer broke off: {error}")
         return error
