@@ -349,3 +349,54 @@ def test_retry_after_header_forms() -> None:
     assert parsed is not None
     assert 25 < parsed <= 30
     assert retry_after_seconds(httpx2.Headers({})) is None
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordingPolicy(RetryPolicy):
+    """A policy that notes each wait the SDK asks it for."""
+
+    asked: list[tuple[int, float | None]] = dataclasses.field(default_factory=list)
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float | None:
+        self.asked.append((attempt, retry_after_s))
+        return super().delay(attempt, retry_after_s)
+
+
+async def test_the_sdk_waits_as_our_retry_policy_says(fake: FakeOpenAI) -> None:
+    policy = RecordingPolicy(max_retries=2, initial_delay_s=0.01)
+    brain = OpenAICompatBrain(
+        httpx2.AsyncClient(), base_url=fake.base_url, model="m", api_key=KEY, retry=policy
+    )
+    fake.fail(503, times=2, retry_after_s=0.02)
+    try:
+        _, completion = await collect(brain, request())
+    finally:
+        await brain.aclose()
+    assert completion.text == REPLY
+    assert policy.asked == [(0, 0.02), (1, 0.02)]
+
+
+async def test_a_retry_after_past_our_cap_is_not_waited_for(fake: FakeOpenAI) -> None:
+    """The SDK alone would wait up to 120 s; our policy's cap is what counts."""
+    policy = RetryPolicy(max_retries=2, max_retry_after_s=0.05)
+    brain = OpenAICompatBrain(
+        httpx2.AsyncClient(), base_url=fake.base_url, model="m", api_key=KEY, retry=policy
+    )
+    fake.fail(429, times=3, retry_after_s=0.5)
+    try:
+        with pytest.raises(BrainRateLimited):
+            await collect(brain, request())
+    finally:
+        await brain.aclose()
+    assert len(fake.chat_requests) == 1
+
+
+async def test_without_a_key_no_authorization_header_is_sent() -> None:
+    async with FakeOpenAI(reply=REPLY) as keyless:
+        brain = OpenAICompatBrain(httpx2.AsyncClient(), base_url=keyless.base_url, model="m")
+        try:
+            _, completion = await collect(brain, request())
+        finally:
+            await brain.aclose()
+        assert completion.text == REPLY
+        assert "authorization" not in keyless.chat_requests[-1].headers
