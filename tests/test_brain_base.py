@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import pytest
@@ -42,17 +42,21 @@ class ToyBrain(BaseBrain):
     def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
         self.mapped: list[tuple[SdkError, bool]] = []
+        self.closed = False
 
     @property
     def name(self) -> str:
         return "toy"
 
-    async def raw_stream(self, request: BrainRequest) -> AsyncIterator[RawEvent]:
-        for step in self.steps:
-            if step.error is not None:
-                raise step.error
-            assert step.event is not None
-            yield step.event
+    async def raw_stream(self, request: BrainRequest) -> AsyncGenerator[RawEvent, None]:
+        try:
+            for step in self.steps:
+                if step.error is not None:
+                    raise step.error
+                assert step.event is not None
+                yield step.event
+        finally:
+            self.closed = True  # where an adapter closes its HTTP response
 
     def map_error(self, exc: Exception, *, started: bool) -> BrainError:
         assert isinstance(exc, SdkError)
@@ -142,3 +146,12 @@ async def test_a_failure_that_names_its_cause_keeps_it_after_text(error: Excepti
 async def test_a_bug_in_the_adapter_is_not_disguised_as_a_brain_error() -> None:
     with pytest.raises(ZeroDivisionError):
         await collect(ToyBrain([*text("Hel"), Step(error=ZeroDivisionError())]), REQUEST)
+
+
+async def test_a_consumer_that_stops_early_closes_the_raw_stream_at_once() -> None:
+    brain = ToyBrain([*text("Hel", "lo"), Step(END)])
+    stream = brain.stream(REQUEST)
+    assert isinstance(stream, AsyncGenerator)
+    assert await anext(stream) == TextDelta("Hel")
+    await stream.aclose()
+    assert brain.closed

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Literal, Protocol, runtime_checkable
@@ -196,7 +197,7 @@ class BaseBrain(ABC):
     def name(self) -> str: ...
 
     @abstractmethod
-    def raw_stream(self, request: BrainRequest) -> AsyncIterator[RawEvent]:
+    def raw_stream(self, request: BrainRequest) -> AsyncGenerator[RawEvent, None]:
         """The adapter's own stream: text deltas, then ``StreamEnd`` when it ended whole."""
 
     @abstractmethod
@@ -216,16 +217,19 @@ class BaseBrain(ABC):
     async def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
         parts: list[str] = []
         end: StreamEnd | None = None
+        # aclosing: a consumer that stops early (a first-token deadline, a cancelled turn)
+        # closes the adapter's stream, and its response, now rather than at GC.
         try:
-            async for event in self.raw_stream(request):
-                if isinstance(event, StreamEnd):
-                    end = event
-                    continue
-                if end is not None:
-                    raise BrainInterrupted(f"{self.name}: text arrived after the answer ended")
-                if event.text:
-                    parts.append(event.text)
-                    yield event
+            async with aclosing(self.raw_stream(request)) as raw:
+                async for event in raw:
+                    if isinstance(event, StreamEnd):
+                        end = event
+                        continue
+                    if end is not None:
+                        raise BrainInterrupted(f"{self.name}: text arrived after the answer ended")
+                    if event.text:
+                        parts.append(event.text)
+                        yield event
         except BrainError as exc:
             error = self._after_text(exc, started=bool(parts))
             if error is exc:

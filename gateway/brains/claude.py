@@ -9,7 +9,7 @@ survive the retries are mapped to ours at this edge (``map_error``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anthropic
@@ -173,7 +173,7 @@ class ClaudeBrain(BaseBrain):
     def ended_early(self) -> str:
         return "Claude's answer ended before message_stop"
 
-    async def raw_stream(self, request: BrainRequest) -> AsyncIterator[RawEvent]:
+    async def raw_stream(self, request: BrainRequest) -> AsyncGenerator[RawEvent, None]:
         params = self._params(request)
         events = await self._client.messages.create(**params, stream=True)
         model = str(params["model"])

@@ -20,7 +20,7 @@ import email.utils
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -291,7 +291,7 @@ class OpenAICompatBrain(BaseBrain):
         # a whole reply. (The SDK stops at [DONE] or at the stream's end alike.)
         return f"{self._where}: the answer was cut short (no finish_reason before [DONE])"
 
-    async def raw_stream(self, request: BrainRequest) -> AsyncIterator[RawEvent]:
+    async def raw_stream(self, request: BrainRequest) -> AsyncGenerator[RawEvent, None]:
         body = self._body(request, stream=True)
         model = str(body["model"])
         usage = Usage()
