@@ -1,7 +1,7 @@
 """The gateway's exception tree.
 
 Every error that crosses a boundary of ours is one of these; adapters map
-foreign errors (``anthropic.*``, ``httpx.*``, SQLAlchemy, model libraries)
+foreign errors (``anthropic.*``, ``openai.*``, ``httpx2.*``, SQLAlchemy, model libraries)
 into them with ``raise ... from exc`` at the edge. Each carries a stable
 ``code`` that reaches the user in an ``error`` frame, never a stack trace.
 

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
+import openai
 import pytest
 
 from gateway.brains.base import (
@@ -208,13 +209,13 @@ async def test_a_request_error_is_not_retried(brain: OpenAICompatBrain, fake: Fa
 async def test_connection_failures_are_retried_then_unavailable(tmp_path: Path) -> None:
     async with FakeOpenAI() as gone:
         url = gone.base_url
-    attempts: list[httpx.Request] = []
+    attempts: list[httpx2.Request] = []
 
-    async def count(sent: httpx.Request) -> None:
+    async def count(sent: httpx2.Request) -> None:
         attempts.append(sent)
 
     brain = OpenAICompatBrain(
-        httpx.AsyncClient(event_hooks={"request": [count]}),
+        httpx2.AsyncClient(event_hooks={"request": [count]}),
         base_url=url,
         model="m",
         retry=RetryPolicy(max_retries=2, initial_delay_s=0.01),
@@ -224,7 +225,9 @@ async def test_connection_failures_are_retried_then_unavailable(tmp_path: Path) 
             await collect(brain, request())
     finally:
         await brain.aclose()
-    assert isinstance(raised.value.__cause__, httpx.ConnectError)
+    # The SDK's error, with the transport's own as its cause.
+    assert isinstance(raised.value.__cause__, openai.APIConnectionError)
+    assert isinstance(raised.value.__cause__.__cause__, httpx2.ConnectError)
     assert len(attempts) == 3
 
 
@@ -240,7 +243,8 @@ async def test_no_answer_within_the_timeout_is_brain_timeout(
             await collect(brain, request())
     finally:
         await brain.aclose()
-    assert isinstance(raised.value.__cause__, httpx.ReadTimeout)
+    assert isinstance(raised.value.__cause__, openai.APITimeoutError)
+    assert isinstance(raised.value.__cause__.__cause__, httpx2.ReadTimeout)
     assert len(fake.chat_requests) == 1
 
 
@@ -252,7 +256,8 @@ async def test_a_stream_cut_mid_answer_is_interrupted_and_never_retried(
     with pytest.raises(BrainInterrupted) as raised:
         await collect(brain, request(), deltas)
     assert len(deltas) == 2
-    assert isinstance(raised.value.__cause__, httpx.HTTPError)
+    assert isinstance(raised.value.__cause__, openai.APIConnectionError)
+    assert isinstance(raised.value.__cause__.__cause__, httpx2.HTTPError)
     assert len(fake.chat_requests) == 1
 
 
@@ -337,10 +342,61 @@ def test_retry_policy_caps_backoff_and_refuses_long_waits() -> None:
 
 
 def test_retry_after_header_forms() -> None:
-    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250"})) == 0.25
-    assert retry_after_seconds(httpx.Headers({"Retry-After": "3"})) == 3.0
+    assert retry_after_seconds(httpx2.Headers({"retry-after-ms": "250"})) == 0.25
+    assert retry_after_seconds(httpx2.Headers({"Retry-After": "3"})) == 3.0
     later = email.utils.formatdate(time.time() + 30, usegmt=True)
-    parsed = retry_after_seconds(httpx.Headers({"Retry-After": later}))
+    parsed = retry_after_seconds(httpx2.Headers({"Retry-After": later}))
     assert parsed is not None
     assert 25 < parsed <= 30
-    assert retry_after_seconds(httpx.Headers({})) is None
+    assert retry_after_seconds(httpx2.Headers({})) is None
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordingPolicy(RetryPolicy):
+    """A policy that notes each wait the SDK asks it for."""
+
+    asked: list[tuple[int, float | None]] = dataclasses.field(default_factory=list)
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float | None:
+        self.asked.append((attempt, retry_after_s))
+        return super().delay(attempt, retry_after_s)
+
+
+async def test_the_sdk_waits_as_our_retry_policy_says(fake: FakeOpenAI) -> None:
+    policy = RecordingPolicy(max_retries=2, initial_delay_s=0.01)
+    brain = OpenAICompatBrain(
+        httpx2.AsyncClient(), base_url=fake.base_url, model="m", api_key=KEY, retry=policy
+    )
+    fake.fail(503, times=2, retry_after_s=0.02)
+    try:
+        _, completion = await collect(brain, request())
+    finally:
+        await brain.aclose()
+    assert completion.text == REPLY
+    assert policy.asked == [(0, 0.02), (1, 0.02)]
+
+
+async def test_a_retry_after_past_our_cap_is_not_waited_for(fake: FakeOpenAI) -> None:
+    """The SDK alone would wait up to 120 s; our policy's cap is what counts."""
+    policy = RetryPolicy(max_retries=2, max_retry_after_s=0.05)
+    brain = OpenAICompatBrain(
+        httpx2.AsyncClient(), base_url=fake.base_url, model="m", api_key=KEY, retry=policy
+    )
+    fake.fail(429, times=3, retry_after_s=0.5)
+    try:
+        with pytest.raises(BrainRateLimited):
+            await collect(brain, request())
+    finally:
+        await brain.aclose()
+    assert len(fake.chat_requests) == 1
+
+
+async def test_without_a_key_no_authorization_header_is_sent() -> None:
+    async with FakeOpenAI(reply=REPLY) as keyless:
+        brain = OpenAICompatBrain(httpx2.AsyncClient(), base_url=keyless.base_url, model="m")
+        try:
+            _, completion = await collect(brain, request())
+        finally:
+            await brain.aclose()
+        assert completion.text == REPLY
+        assert "authorization" not in keyless.chat_requests[-1].headers

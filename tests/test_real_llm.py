@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
-import httpx
+import httpx2
 import pytest
 from sqlalchemy import select
 
@@ -131,9 +131,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
                     f"the llama.cpp server exited ({process.returncode}):\n{server.log_tail()}"
                 )
             try:
-                if httpx.get(f"{server.base_url}/models", timeout=2.0).status_code == 200:
+                if httpx2.get(f"{server.base_url}/models", timeout=2.0).status_code == 200:
                     break
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(f"the llama.cpp server did not start:\n{server.log_tail()}")
@@ -155,7 +155,7 @@ SYSTEM_ROLE: Literal["user"] = "user"
 
 def local_brain(server: LlamaServer, **kwargs: Any) -> OpenAICompatBrain:
     return OpenAICompatBrain(
-        httpx.AsyncClient(timeout=CALL_TIMEOUT_S),
+        httpx2.AsyncClient(timeout=CALL_TIMEOUT_S),
         base_url=server.base_url,
         model=ALIAS,
         retry=RetryPolicy(max_retries=0),
@@ -178,7 +178,7 @@ class StopFromProbe(OpenAICompatBrain):
 
     def __init__(self, server: LlamaServer, pick: Callable[[str], str | None]) -> None:
         super().__init__(
-            httpx.AsyncClient(timeout=CALL_TIMEOUT_S),
+            httpx2.AsyncClient(timeout=CALL_TIMEOUT_S),
             base_url=server.base_url,
             model=ALIAS,
             retry=RetryPolicy(max_retries=0),

@@ -4,17 +4,24 @@ A ``Brain`` takes a ``BrainRequest`` (system blocks in a fixed order, the
 messages, limits) and either streams the answer (``stream``: ``TextDelta``
 events, then exactly one ``Completion``) or returns it whole (``complete``).
 Adapters raise only ``gateway.errors.BrainError`` subclasses.
+
+``BaseBrain`` owns the streaming contract for the model adapters (Claude, the
+OpenAI-compatible one): an adapter yields its raw stream (text, then one
+``StreamEnd``) and maps its SDK's exceptions; the base turns that into the
+contract every consumer relies on (``BaseBrain.stream``).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Literal, Protocol, runtime_checkable
 
-from gateway.errors import BrainInterrupted
+from gateway.errors import BrainError, BrainInterrupted, BrainUnavailable
 
 Role = Literal["user", "assistant"]
 
@@ -149,3 +156,96 @@ async def complete_from_stream(brain: Brain, request: BrainRequest) -> Completio
         if isinstance(event, Completion):
             return event
     raise BrainInterrupted(f"{brain.name}: stream ended without a completion")
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """How a raw stream says its answer ended whole: what the closing ``Completion`` needs
+    beyond the text, which the base collects from the deltas itself."""
+
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str = "end_turn"
+
+
+RawEvent = TextDelta | StreamEnd
+
+
+class BaseBrain(ABC):
+    """The streaming contract, once, over each model adapter's raw stream.
+
+    An adapter implements ``raw_stream`` (``TextDelta``s, then one ``StreamEnd`` if and
+    only if the answer ended whole), ``map_error`` (its SDK's exceptions, listed in
+    ``foreign_errors``, to ours) and ``complete``. ``stream`` then guarantees:
+
+    - only ``BrainError``s leave it: a foreign exception is mapped, with the original
+      as ``__cause__``;
+    - once text has streamed, a failure that says only "no usable answer"
+      (``BrainUnavailable``: a broken connection, a garbled chunk) is
+      ``BrainInterrupted``, so the person's partial reply is kept and the call never
+      retried; failures that name a cause (timeout, overload, rate limit) keep it;
+    - a raw stream that stops without its ``StreamEnd`` is ``BrainInterrupted``: an
+      answer cut short must never be stored as a whole reply;
+    - otherwise it ends with exactly one ``Completion`` whose text is the streamed text.
+    """
+
+    # What the adapter's SDK and transport raise; anything else is a bug and propagates.
+    foreign_errors: tuple[type[Exception], ...] = ()
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @abstractmethod
+    def raw_stream(self, request: BrainRequest) -> AsyncGenerator[RawEvent, None]:
+        """The adapter's own stream: text deltas, then ``StreamEnd`` when it ended whole."""
+
+    @abstractmethod
+    def map_error(self, exc: Exception, *, started: bool) -> BrainError:
+        """Ours for a foreign exception; ``started``: text was already streamed."""
+
+    def ended_early(self) -> str:
+        """What ``BrainInterrupted`` says when the raw stream stopped without its end."""
+        return f"{self.name}: the answer ended early"
+
+    @abstractmethod
+    async def complete(self, request: BrainRequest) -> Completion: ...
+
+    @abstractmethod
+    async def aclose(self) -> None: ...
+
+    async def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
+        parts: list[str] = []
+        end: StreamEnd | None = None
+        # aclosing: a consumer that stops early (a first-token deadline, a cancelled turn)
+        # closes the adapter's stream, and its response, now rather than at GC.
+        try:
+            async with aclosing(self.raw_stream(request)) as raw:
+                async for event in raw:
+                    if isinstance(event, StreamEnd):
+                        end = event
+                        continue
+                    if end is not None:
+                        raise BrainInterrupted(f"{self.name}: text arrived after the answer ended")
+                    if event.text:
+                        parts.append(event.text)
+                        yield event
+        except BrainError as exc:
+            error = self._after_text(exc, started=bool(parts))
+            if error is exc:
+                raise
+            raise error from exc
+        except self.foreign_errors as exc:
+            raise self._after_text(
+                self.map_error(exc, started=bool(parts)), started=bool(parts)
+            ) from exc
+        if end is None:
+            raise BrainInterrupted(self.ended_early())
+        yield Completion(
+            text="".join(parts), model=end.model, usage=end.usage, stop_reason=end.stop_reason
+        )
+
+    def _after_text(self, error: BrainError, *, started: bool) -> BrainError:
+        if started and type(error) is BrainUnavailable:
+            return BrainInterrupted(f"{self.name}'s answer broke off: {error}")
+        return error

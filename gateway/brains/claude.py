@@ -9,7 +9,7 @@ survive the retries are mapped to ours at this edge (``map_error``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anthropic
@@ -22,11 +22,13 @@ from anthropic.types import (
 )
 
 from gateway.brains.base import (
-    BrainEvent,
+    BaseBrain,
     BrainRequest,
     ChatMessage,
     Completion,
     Purpose,
+    RawEvent,
+    StreamEnd,
     SystemBlock,
     TextDelta,
     Usage,
@@ -67,8 +69,12 @@ def message_param(message: ChatMessage) -> MessageParam:
     return assistant
 
 
-def map_error(exc: Exception, *, started: bool = False, key_env: str = "") -> BrainError:
-    """Our error for what the SDK (or its transport) raised; ``started``: text was already sent."""
+def map_error(exc: Exception, *, key_env: str = "") -> BrainError:
+    """Our error for what the SDK (or its transport) raised.
+
+    Once text has streamed, ``BaseBrain.stream`` turns a ``BrainUnavailable`` from here
+    into ``BrainInterrupted``.
+    """
     where = "Claude"
     if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
         return BrainTimeout(f"{where}: no answer in time")
@@ -94,12 +100,8 @@ def map_error(exc: Exception, *, started: bool = False, key_env: str = "") -> Br
         # An SSE error event of a kind we do not know, inside a 200 stream.
         return BrainInterrupted(f"{where}'s answer stopped with an error: {detail}")
     if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
-        if started:
-            return BrainInterrupted(f"{where}'s answer broke off: {exc}")
         return BrainUnavailable(f"{where} could not be reached: {exc}")
     if isinstance(exc, json.JSONDecodeError):
-        if started:
-            return BrainInterrupted(f"{where}'s answer broke off with data that is not JSON")
         return BrainUnavailable(f"{where} answered with data that is not JSON")
     return BrainUnavailable(f"{where}: {exc.__class__.__name__}: {exc}")
 
@@ -108,8 +110,10 @@ def map_error(exc: Exception, *, started: bool = False, key_env: str = "") -> Br
 _FOREIGN_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, json.JSONDecodeError)
 
 
-class ClaudeBrain:
-    """A ``Brain`` backed by the Messages API."""
+class ClaudeBrain(BaseBrain):
+    """A ``Brain`` backed by the Messages API; ``BaseBrain`` owns the streaming contract."""
+
+    foreign_errors = _FOREIGN_ERRORS
 
     def __init__(
         self,
@@ -162,55 +166,50 @@ class ClaudeBrain:
             params["system"] = system_blocks(request.system)
         return params
 
-    def _error(self, exc: Exception, *, started: bool = False) -> BrainError:
-        return map_error(exc, started=started, key_env=self._key_env)
+    def map_error(self, exc: Exception, *, started: bool = False) -> BrainError:
+        # ``started`` changes nothing here: the base owns what streamed text changes.
+        return map_error(exc, key_env=self._key_env)
 
-    async def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
+    def ended_early(self) -> str:
+        return "Claude's answer ended before message_stop"
+
+    async def raw_stream(self, request: BrainRequest) -> AsyncGenerator[RawEvent, None]:
         params = self._params(request)
-        try:
-            events = await self._client.messages.create(**params, stream=True)
-        except _FOREIGN_ERRORS as exc:
-            raise self._error(exc) from exc
+        events = await self._client.messages.create(**params, stream=True)
         model = str(params["model"])
-        parts: list[str] = []
         usage: dict[str, int] = {}
         stop_reason = "end_turn"
         stopped = False
         async with events:
-            try:
-                async for event in events:
-                    if event.type == "message_start":
-                        model = event.message.model or model
-                        start = event.message.usage
-                        usage = {
-                            "input": start.input_tokens,
-                            "output": start.output_tokens,
-                            "cache_read": start.cache_read_input_tokens or 0,
-                            "cache_write": start.cache_creation_input_tokens or 0,
-                        }
-                    elif event.type == "content_block_delta":
-                        if event.delta.type == "text_delta" and event.delta.text:
-                            parts.append(event.delta.text)
-                            yield TextDelta(event.delta.text)
-                    elif event.type == "message_delta":
-                        stop_reason = event.delta.stop_reason or stop_reason
-                        # Counts here are cumulative; the input ones only in newer API versions.
-                        final = event.usage
-                        usage["output"] = final.output_tokens
-                        if final.input_tokens is not None:
-                            usage["input"] = final.input_tokens
-                        if final.cache_read_input_tokens is not None:
-                            usage["cache_read"] = final.cache_read_input_tokens
-                        if final.cache_creation_input_tokens is not None:
-                            usage["cache_write"] = final.cache_creation_input_tokens
-                    elif event.type == "message_stop":
-                        stopped = True
-            except _FOREIGN_ERRORS as exc:
-                raise self._error(exc, started=bool(parts)) from exc
+            async for event in events:
+                if event.type == "message_start":
+                    model = event.message.model or model
+                    start = event.message.usage
+                    usage = {
+                        "input": start.input_tokens,
+                        "output": start.output_tokens,
+                        "cache_read": start.cache_read_input_tokens or 0,
+                        "cache_write": start.cache_creation_input_tokens or 0,
+                    }
+                elif event.type == "content_block_delta":
+                    if event.delta.type == "text_delta" and event.delta.text:
+                        yield TextDelta(event.delta.text)
+                elif event.type == "message_delta":
+                    stop_reason = event.delta.stop_reason or stop_reason
+                    # Counts here are cumulative; the input ones only in newer API versions.
+                    final = event.usage
+                    usage["output"] = final.output_tokens
+                    if final.input_tokens is not None:
+                        usage["input"] = final.input_tokens
+                    if final.cache_read_input_tokens is not None:
+                        usage["cache_read"] = final.cache_read_input_tokens
+                    if final.cache_creation_input_tokens is not None:
+                        usage["cache_write"] = final.cache_creation_input_tokens
+                elif event.type == "message_stop":
+                    stopped = True
         if not stopped:
-            raise BrainInterrupted("Claude's answer ended before message_stop")
-        yield Completion(
-            text="".join(parts),
+            return  # the base: an answer without its end is interrupted
+        yield StreamEnd(
             model=model,
             usage=Usage(
                 input_tokens=usage.get("input", 0),
@@ -226,7 +225,7 @@ class ClaudeBrain:
         try:
             message = await self._client.messages.create(**params)
         except _FOREIGN_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self.map_error(exc) from exc
         text = "".join(block.text for block in message.content if block.type == "text")
         usage = message.usage
         return Completion(
@@ -246,7 +245,7 @@ class ClaudeBrain:
         try:
             page = await self._client.models.list(limit=100)
         except _FOREIGN_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self.map_error(exc) from exc
         return [model.id for model in page.data]
 
     async def aclose(self) -> None:

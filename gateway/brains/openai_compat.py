@@ -1,32 +1,41 @@
 """A local model behind an OpenAI-compatible endpoint: Ollama, llama.cpp server, vLLM.
 
-``POST {base_url}/chat/completions`` with ``stream: true`` answers in SSE
-``data:`` lines ending with ``data: [DONE]``; ``stream_options.include_usage``
-asks for a last chunk with the token counts. This adapter owns the single
-retry layer of its path: 429, 5xx and connection failures are retried before
-the first byte of an answer, with capped exponential backoff that honours
-``Retry-After`` (and ``retry-after-ms``); once an answer streams, a failure
-is final, so a person never sees text twice.
+Through the official ``openai`` SDK: it sends ``POST {base_url}/chat/completions``,
+parses the SSE stream (``data:`` lines up to ``data: [DONE]``, ``error`` chunks
+raised as ``APIError``) and is the single retry layer of this path: 408, 409,
+429, 5xx and connection failures are retried before the first byte of an
+answer, up to ``brain.max_retries``, with capped exponential backoff that
+honours ``Retry-After`` (and ``retry-after-ms``); once an answer streams a
+failure is final, so a person never sees text twice. The backoff follows our
+``RetryPolicy`` (``PolicyClient``). ``BaseBrain`` owns the streaming contract;
+this module yields the raw stream and maps the SDK's errors.
+
+The SDK runs on httpx2, as the anthropic SDK does: both model paths share one
+HTTP stack.
 """
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import json
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+import httpx2
+import openai
+from openai._models import FinalRequestOptions
+from openai._types import Headers
 
 from gateway.brains.base import (
-    BrainEvent,
+    BaseBrain,
     BrainRequest,
     Completion,
     Purpose,
+    RawEvent,
+    StreamEnd,
     TextDelta,
     Usage,
 )
@@ -42,7 +51,6 @@ from gateway.errors import (
     BrainUnavailable,
 )
 
-_RETRY_STATUSES = frozenset({408, 409, 429})
 _CONNECT_TIMEOUT_S = 10.0
 
 
@@ -67,7 +75,7 @@ class RetryPolicy:
         return backoff * (1 - 0.25 * random.random())
 
 
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """``retry-after-ms``, else ``Retry-After`` as seconds or an HTTP date."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name)
@@ -82,6 +90,44 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
             if parsed is not None:
                 return max(0.0, email.utils.mktime_tz(parsed) - time.time())
     return None
+
+
+class PolicyClient(openai.AsyncOpenAI):
+    """The SDK's client with its waits taken from a ``RetryPolicy``.
+
+    The SDK's own constants (0.5 s initial, 8 s cap, Retry-After up to 120 s) are not
+    configurable; two hooks of its base client take ours instead. Which statuses are
+    retried, and how often (``max_retries``), stay the SDK's. These are private
+    methods of the SDK (pinned by ``openai>=3.57,<4`` in pyproject);
+    tests/test_brain_openai.py exercises each.
+    """
+
+    def __init__(self, *, policy: RetryPolicy, **kwargs: Any) -> None:
+        super().__init__(max_retries=policy.max_retries, **kwargs)
+        self.policy = policy
+
+    def _calculate_retry_timeout(
+        self,
+        remaining_retries: int,
+        options: FinalRequestOptions,
+        response_headers: httpx2.Headers | None = None,
+    ) -> float:
+        attempt = options.get_max_retries(self.max_retries) - remaining_retries
+        after = retry_after_seconds(response_headers) if response_headers is not None else None
+        wait = self.policy.delay(attempt, after)
+        # None here only for a Retry-After past the cap, which _should_retry refused.
+        return 0.0 if wait is None else wait
+
+    def _validate_headers(self, headers: Headers, custom_headers: Headers) -> None:
+        # The SDK refuses a request with no key; a local server without one is normal,
+        # and the key (or its absence) comes from our config.
+        return
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        after = retry_after_seconds(response.headers)
+        if after is not None and after > self.policy.max_retry_after_s:
+            return False
+        return super()._should_retry(response)
 
 
 def error_detail(body: bytes) -> str:
@@ -113,34 +159,49 @@ def status_error(status: int, detail: str, *, where: str, key_env: str) -> Brain
     return BrainRejected(f"{where} refused the request (HTTP {status}): {detail}")
 
 
-def transport_error(exc: httpx.HTTPError, *, where: str, started: bool) -> BrainError:
-    if isinstance(exc, httpx.TimeoutException):
-        return BrainTimeout(f"{where}: no answer in time")
-    if started:
-        return BrainInterrupted(f"{where}'s answer broke off: {exc!r}")
-    return BrainUnavailable(f"{where} could not be reached: {exc!r}")
+def _status_detail(exc: openai.APIStatusError) -> str:
+    try:
+        return error_detail(exc.response.content)
+    except httpx2.ResponseNotRead:
+        return exc.message
 
 
-class OpenAICompatBrain:
+# What the SDK and its transport raise during a call; everything else is a bug of ours.
+_FOREIGN_ERRORS = (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError)
+
+
+class OpenAICompatBrain(BaseBrain):
     """A ``Brain`` for any server speaking the OpenAI chat completions API."""
+
+    foreign_errors = _FOREIGN_ERRORS
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: httpx2.AsyncClient,
         *,
         base_url: str,
         model: str,
         utility_model: str = "",
         retry: RetryPolicy | None = None,
         key_env: str = "OPENAI_API_KEY",
+        api_key: str = "",
         stop: tuple[str, ...] = (),
         system_role: Literal["system", "user"] = "system",
     ) -> None:
-        self._client = client
         self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        # Key and URL explicit, so the SDK does not read OPENAI_API_KEY / OPENAI_BASE_URL
+        # behind the config's back. A local server usually needs no key: an empty one
+        # sends no Authorization header, and the SDK's own check for one is turned off.
+        self._client = PolicyClient(
+            policy=self.retry,
+            api_key=api_key,
+            base_url=self.base_url,
+            http_client=client,
+            _enforce_credentials=False,
+        )
         self.model = model
         self.utility_model = utility_model or model
-        self.retry = retry or RetryPolicy()
         self._key_env = key_env
         self.stop = stop
         self.system_role = system_role
@@ -150,13 +211,9 @@ class OpenAICompatBrain:
     def from_config(cls, config: Config) -> OpenAICompatBrain:
         if not (config.openai.base_url and config.openai.model):
             raise BrainNotConfigured("the OpenAI-compatible brain needs openai.base_url and model")
-        headers: dict[str, str] = {}
-        if config.openai_api_key:
-            headers["Authorization"] = f"Bearer {config.openai_api_key}"
         timeout = config.brain.timeout_s
-        client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(_CONNECT_TIMEOUT_S, timeout)),
+        client = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(timeout, connect=min(_CONNECT_TIMEOUT_S, timeout)),
         )
         return cls(
             client,
@@ -165,6 +222,7 @@ class OpenAICompatBrain:
             utility_model=config.openai.utility_model,
             retry=RetryPolicy(max_retries=config.brain.max_retries),
             key_env=config.openai.api_key_env,
+            api_key=config.openai_api_key,
             stop=config.openai.stop,
             system_role=config.openai.system_role,
         )
@@ -203,142 +261,88 @@ class OpenAICompatBrain:
             body["stop"] = list(self.stop)
         return body
 
-    async def _open(self, body: dict[str, Any]) -> httpx.Response:
-        """A 200 response whose body is not read yet, after the retries it took to get one.
+    def map_error(self, exc: Exception, *, started: bool = False) -> BrainError:
+        where = self._where
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+            return BrainTimeout(f"{where}: no answer in time")
+        if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+            # Once text streamed, the base makes this BrainInterrupted.
+            return BrainUnavailable(f"{where} could not be reached: {exc.__cause__ or exc!r}")
+        if isinstance(exc, openai.APIStatusError):
+            return status_error(
+                exc.status_code, _status_detail(exc), where=where, key_env=self._key_env
+            )
+        if isinstance(exc, json.JSONDecodeError):
+            return BrainInterrupted(f"{where} sent a chunk that is not JSON")
+        if isinstance(exc, openai.APIError) and isinstance(exc.body, dict):
+            # An ``error`` chunk inside a 200 stream (vLLM, llama.cpp). Before any text its
+            # code decides, as an HTTP status would; after, the answer stopped.
+            detail = error_detail(json.dumps({"error": exc.body}).encode())
+            code = exc.body.get("code")
+            if isinstance(code, int) and not started:
+                return status_error(code, detail, where=where, key_env=self._key_env)
+            return BrainInterrupted(f"{where}'s answer stopped with an error: {detail}")
+        return BrainUnavailable(f"{where}: {exc.__class__.__name__}: {exc}")
 
-        The caller closes it.
-        """
-        url = f"{self.base_url}/chat/completions"
-        attempt = 0
-        while True:
-            try:
-                response = await self._client.send(
-                    self._client.build_request("POST", url, json=body), stream=True
-                )
-            except httpx.HTTPError as exc:
-                wait = self.retry.delay(attempt, None)
-                if wait is None:
-                    raise transport_error(exc, where=self._where, started=False) from exc
-            else:
-                if response.status_code == 200:
-                    return response
-                try:
-                    raw = await response.aread()
-                except httpx.HTTPError:
-                    raw = b""  # the status alone says enough
-                finally:
-                    await response.aclose()
-                status = response.status_code
-                retryable = status in _RETRY_STATUSES or status >= 500
-                wait = self.retry.delay(attempt, retry_after_seconds(response.headers))
-                if wait is None or not retryable:
-                    raise status_error(
-                        status, error_detail(raw), where=self._where, key_env=self._key_env
-                    )
-            attempt += 1
-            await asyncio.sleep(wait)
+    def ended_early(self) -> str:
+        # Every choice ends with a finish_reason. A stream without one is an answer cut
+        # short: llama-cpp-python's server ends a stream with [DONE] alone when another
+        # request arrives (interrupt_requests, on by default). Stored, it would look like
+        # a whole reply. (The SDK stops at [DONE] or at the stream's end alike.)
+        return f"{self._where}: the answer was cut short (no finish_reason before [DONE])"
 
-    async def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
+    async def raw_stream(self, request: BrainRequest) -> AsyncGenerator[RawEvent, None]:
         body = self._body(request, stream=True)
         model = str(body["model"])
-        parts: list[str] = []
         usage = Usage()
         finish_reason = ""
-        done = False
-        response = await self._open(body)
-        try:
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank separators, ": keep-alive" comments, event names
-                data = line[len("data:") :].strip()
-                if data == "[DONE]":
-                    done = True
-                    break
-                chunk = self._parse_chunk(data, started=bool(parts))
-                model = str(chunk.get("model") or model)
-                if isinstance(chunk.get("usage"), dict):
-                    usage = usage_of(chunk["usage"])
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    text = delta.get("content")
-                    if isinstance(text, str) and text:
-                        parts.append(text)
+        chunks = await self._client.chat.completions.create(**body)
+        async with chunks:
+            async for chunk in chunks:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = usage_of(chunk.usage.model_dump())
+                for choice in chunk.choices or ():
+                    text = choice.delta.content if choice.delta is not None else None
+                    if text:
                         yield TextDelta(text)
-                    finish_reason = choice.get("finish_reason") or finish_reason
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, where=self._where, started=bool(parts)) from exc
-        finally:
-            await response.aclose()
-        if not done:
-            raise BrainInterrupted(f"{self._where}: the answer ended before [DONE]")
-        if not finish_reason:
-            # Every choice ends with a finish_reason. A [DONE] without one is an answer
-            # cut short: llama-cpp-python's server ends a stream that way when another
-            # request arrives (interrupt_requests, on by default). Stored, it would
-            # look like a whole reply.
-            raise BrainInterrupted(f"{self._where}: the answer was cut short (no finish_reason)")
-        yield Completion(text="".join(parts), model=model, usage=usage, stop_reason=finish_reason)
-
-    def _parse_chunk(self, data: str, *, started: bool) -> dict[str, Any]:
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise BrainInterrupted(f"{self._where} sent a chunk that is not JSON") from exc
-        if not isinstance(chunk, dict):
-            raise BrainInterrupted(f"{self._where} sent a chunk that is not a JSON object")
-        error = chunk.get("error")
-        if error is not None:
-            # Servers report failures inside a 200 stream this way (vLLM, llama.cpp).
-            detail = error_detail(json.dumps(chunk).encode())
-            status = error.get("code") if isinstance(error, dict) else None
-            if isinstance(status, int) and not started:
-                raise status_error(status, detail, where=self._where, key_env=self._key_env)
-            raise BrainInterrupted(f"{self._where}'s answer stopped with an error: {detail}")
-        return chunk
+                    finish_reason = choice.finish_reason or finish_reason
+        if finish_reason:
+            yield StreamEnd(model=model, usage=usage, stop_reason=finish_reason)
 
     async def complete(self, request: BrainRequest) -> Completion:
         body = self._body(request, stream=False)
-        response = await self._open(body)
         try:
-            raw = await response.aread()
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, where=self._where, started=True) from exc
-        finally:
-            await response.aclose()
+            answer = await self._client.chat.completions.create(**body)
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            raise BrainUnavailable(f"{self._where} answered with an unexpected body") from exc
+        except _FOREIGN_ERRORS as exc:
+            raise self.map_error(exc) from exc
         try:
-            data = json.loads(raw)
-            choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            choice = answer.choices[0]
+            text = choice.message.content or ""
+            usage = usage_of(answer.usage.model_dump() if answer.usage is not None else {})
+        except (IndexError, AttributeError, TypeError) as exc:
             raise BrainUnavailable(f"{self._where} answered with an unexpected body") from exc
         return Completion(
             text=str(text),
-            model=str(data.get("model") or body["model"]),
-            usage=usage_of(data.get("usage") or {}),
-            stop_reason=str(choice.get("finish_reason") or "stop"),
+            model=str(answer.model or body["model"]),
+            usage=usage,
+            stop_reason=str(choice.finish_reason or "stop"),
         )
 
     async def list_models(self) -> list[str]:
         """GET {base_url}/models: the model ids the server offers (``agentgw doctor``)."""
         try:
-            response = await self._client.get(f"{self.base_url}/models")
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, where=self._where, started=False) from exc
-        if response.status_code != 200:
-            raise status_error(
-                response.status_code,
-                error_detail(response.content),
-                where=self._where,
-                key_env=self._key_env,
-            )
-        try:
-            data = response.json()["data"]
-            return [str(item["id"]) for item in data]
-        except (ValueError, KeyError, TypeError) as exc:
+            page = await self._client.models.list()
+            return [str(item.id) for item in page.data]
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             raise BrainUnavailable(f"{self._where}: /models answered an unexpected body") from exc
+        except _FOREIGN_ERRORS as exc:
+            raise self.map_error(exc) from exc
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._client.close()
 
 
 def usage_of(raw: dict[str, Any]) -> Usage:
