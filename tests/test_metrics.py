@@ -279,3 +279,23 @@ async def test_json_log_lines_carry_the_turns_ids(
     # The ids are fields, not text: no line's message was rewritten to hold them.
     assert any(e.get("stage") for e in in_turn), in_turn
     assert all(f"turn_id={turn_id}" not in e["message"] for e in in_turn)
+
+
+async def test_the_panel_system_page_shows_the_same_numbers(
+    running: RunningGateway, brain: ScriptedBrain
+) -> None:
+    await talk(running, brain, ["hello", "again"])
+    async with running.session.get(running.url("/api/system")) as response:
+        data = await response.json()
+    assert data["turns"] == {"ok (webchat)": 2}
+    assert data["readiness"]["status"] == "ok"
+    brain_row = next(s for s in data["stages"] if s["phase"] == "brain")
+    assert brain_row["count"] == 2
+    assert brain_row["mean_ms"] is not None
+    async with running.session.get(running.url("/panel/system")) as response:
+        html = await response.text()
+    assert response.status == 200
+    assert "ok (webchat): <strong>2</strong>" in html
+    # The CSP forbids inline script and style: only the panel's own files.
+    assert "<style" not in html
+    assert "<script>" not in html
