@@ -20,7 +20,7 @@ from aiohttp import web
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from sqlalchemy import Connection, func, select
@@ -140,7 +140,21 @@ class LiveCollector(Collector):
             "Memory items by tier and status (as of the last scrape).",
             labels=["tier", "status"],
         )
+        stt = CounterMetricFamily(
+            "agentgw_voice_stt_seconds", "Seconds the speech-to-text model worked."
+        )
+        tts = CounterMetricFamily(
+            "agentgw_voice_tts_seconds", "Seconds the text-to-speech model worked."
+        )
+        telegram = CounterMetricFamily(
+            "agentgw_telegram_updates", "Updates received from Telegram."
+        )
         if gateway is not None:
+            if gateway.voice is not None:
+                stt.add_metric([], gateway.voice.stt_seconds)
+                tts.add_metric([], gateway.voice.tts_seconds)
+            if gateway.telegram is not None:
+                telegram.add_metric([], float(gateway.telegram.updates_received))
             up.add_metric([], 1.0 if gateway.ready.is_set() else 0.0)
             sockets.add_metric([], float(gateway.webchat.open_sockets))
             running.add_metric([], float(gateway.router.turns_in_flight))
@@ -149,7 +163,7 @@ class LiveCollector(Collector):
                 reembedded.add_metric([], float(gateway.memory.reembedded_items))
             for (tier, status), count in sorted(self.items_by_tier.items()):
                 tiers.add_metric([tier, status], float(count))
-        return (up, sockets, running, backlog, reembedded, tiers)
+        return (up, sockets, running, backlog, reembedded, tiers, stt, tts, telegram)
 
 
 def count_items_by_tier(connection: Connection) -> dict[tuple[str, str], int]:
