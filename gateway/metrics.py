@@ -231,8 +231,8 @@ async def readiness(gateway: Gateway) -> dict[str, Any]:
         checks["migrations"] = {"ok": current == head, "current": current, "head": head}
         if current != head:
             problems.append("migrations")
-    # The offline brain is fine when chosen (brain.kind = "offline"), not when it
-    # stands in for a model whose key or address is missing.
+    # The offline brain is fine when chosen (brain.kind = "offline"); standing in
+    # for a model whose key or address is missing, it makes the gateway degraded.
     configured = gateway.config.brain.kind
     offline_by_choice = configured == "offline"
     brain_ok = gateway.brain.name != "offline" or offline_by_choice
@@ -242,12 +242,14 @@ async def readiness(gateway: Gateway) -> dict[str, Any]:
         "configured": configured,
         "resolved": resolve_kind(gateway.config),
     }
-    if not brain_ok:
-        problems.append("brain")
     memory = gateway.memory
     if gateway.config.memory.enabled:
         checks["indexes"] = {"ok": memory is not None}
-    degraded: dict[str, int] = {}
+    degraded: dict[str, Any] = {}
+    if not brain_ok:
+        # Degraded, not unavailable: the offline brain still answers every message
+        # (a first start with no key is one), so an orchestrator keeps it in rotation.
+        degraded["brain"] = "offline: no model is configured"
     if memory is not None:
         checks["memory"] = {
             "dense": memory.dense,

@@ -206,7 +206,7 @@ async def test_readyz_reports_its_checks(running: RunningGateway) -> None:
     assert body["checks"]["brain"]["ok"] is True
 
 
-async def test_readyz_is_unavailable_with_an_offline_brain_nobody_chose(tmp_path: Path) -> None:
+async def test_readyz_is_degraded_with_an_offline_brain_nobody_chose(tmp_path: Path) -> None:
     # brain.kind "auto" with no key and no server: the offline brain stands in.
     config = make_config(tmp_path, voice={"enabled": False})
     server = TestServer(create_app(config), host="127.0.0.1")
@@ -218,8 +218,10 @@ async def test_readyz_is_unavailable_with_an_offline_brain_nobody_chose(tmp_path
             session.get(server.make_url("/readyz")) as response,
         ):
             body = await response.json()
-        assert response.status == 503
-        assert body["failing"] == ["brain"]
+        assert response.status == 200
+        assert body["status"] == "degraded"
+        assert body["degraded"] == {"brain": "offline: no model is configured"}
+        assert body["checks"]["brain"]["ok"] is False
     finally:
         await server.close()
 
