@@ -172,6 +172,8 @@ class TelegramChannel:
         self.state = TelegramState.STOPPED
         self._app: TelegramApp | None = None
         self._tasks = TaskSupervisor()
+        # Updates Telegram sent (for /metrics), whatever became of them.
+        self.updates_received = 0
         self._connector: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._accepting = False
@@ -352,6 +354,7 @@ class TelegramChannel:
                 self._user_locks[user_id] = (lock, users - 1)
 
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        self.updates_received += 1
         message = update.message
         if message is None or message.from_user is None or message.from_user.is_bot:
             return

@@ -27,6 +27,7 @@ from gateway.context import (
 from gateway.errors import AgentGWError, DatabaseInUse
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes, apply_config_links
+from gateway.metrics import METRICS, add_observability_routes
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.prompt import ContextStage
 from gateway.router import Router
@@ -177,6 +178,7 @@ def create_app(
             await apply_config_links(store, config.links.people)
             links = LinkCodes(store, config.links)
             hub = ConversationHub()
+            hub.subscribe_stages(app[METRICS].observe)
             # Each person's time zone: their own once a page reported it, else agent.timezone.
             zones = PersonZones(store, config.zone)
             persona_text = await asyncio.to_thread(
@@ -284,6 +286,7 @@ def create_app(
     app.router.add_get("/", chat_page)
     app.router.add_get("/ws", websocket)
     app.router.add_get("/healthz", healthz)
+    add_observability_routes(app)
     if config.telegram.enabled and config.telegram.mode == "webhook":
         app.router.add_post(config.telegram.webhook_path, telegram_webhook)
     add_voice_routes(app)

@@ -8,10 +8,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from channels.base import TurnEvent, TurnEventKind
+from gateway.events import StageEvent
 
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[TurnEvent], Awaitable[None]]
+# Stage events go to every stage subscriber (metrics, traces), whatever the
+# conversation; synchronous, so emitting one costs the turn no await.
+StageSubscriber = Callable[[StageEvent], None]
 
 
 @dataclass
@@ -26,6 +30,25 @@ class ConversationHub:
     def __init__(self) -> None:
         self._subscribers: dict[int, set[Subscriber]] = defaultdict(set)
         self._in_flight: dict[int, InFlight] = {}
+        self._stage_subscribers: list[StageSubscriber] = []
+
+    def subscribe_stages(self, subscriber: StageSubscriber) -> Callable[[], None]:
+        """Receive every turn's stage events; returns the function that removes it."""
+        self._stage_subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            if subscriber in self._stage_subscribers:
+                self._stage_subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def emit(self, event: StageEvent) -> None:
+        for subscriber in list(self._stage_subscribers):
+            # A broken watcher must not fail the turn it watches.
+            try:
+                subscriber(event)
+            except Exception:
+                log.exception("stage subscriber failed on %s %s", event.stage, event.kind)
 
     def subscribe(self, conversation_id: int, subscriber: Subscriber) -> Callable[[], None]:
         """Add a subscriber; returns the function that removes it."""

@@ -25,6 +25,7 @@ from typing import Any
 from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
 from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout, EmptyReply
+from gateway.events import LogIds, StageEvent, StageKind, StagePhase, in_stage, in_turn
 from gateway.hub import ConversationHub
 from gateway.prompt import (
     AfterTurnStage,
@@ -134,6 +135,49 @@ class TurnPipeline:
         ``answered`` is called once the reply (or the failure) is stored and sent,
         before the after-turn stages: the router gives the turn's place to the next.
         """
+        address = inbound.address
+        # Every log line inside the turn carries its ids (gateway/events.py).
+        with in_turn(LogIds(inbound.turn_id, address.conversation_id, address.person_id)):
+            await self._run(inbound, received_perf, answered)
+
+    def _emit(
+        self,
+        inbound: StoredInbound,
+        kind: StageKind,
+        phase: StagePhase,
+        stage: str | None = None,
+        duration_s: float | None = None,
+        code: str | None = None,
+        values: dict[str, object] | None = None,
+    ) -> None:
+        usage: dict[str, Any] = {}
+        if values is not None and "model" in values:
+            usage = {"model": str(values["model"])}
+            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+                number = values.get(key)
+                usage[key] = number if isinstance(number, int) else 0
+        self.hub.emit(
+            StageEvent(
+                kind,
+                phase,
+                stage or phase.value,
+                inbound.turn_id,
+                inbound.address.conversation_id,
+                inbound.address.channel,
+                duration_s=duration_s,
+                code=code,
+                **usage,
+            )
+        )
+
+    async def _run(
+        self,
+        inbound: StoredInbound,
+        received_perf: float,
+        answered: Callable[[], None] | None,
+    ) -> None:
+        self._emit(inbound, StageKind.START, StagePhase.TURN)
+        self._emit(inbound, StageKind.START, StagePhase.PREPARE)
         values: dict[str, object] = {"brain": self.brain.name}
         turn: TurnContext | None = None
         request: BrainRequest | None = None
@@ -141,7 +185,7 @@ class TurnPipeline:
         streamed: list[str] = []
         try:
             turn = await self._begin(inbound)
-            request = await self._prepare(turn, values)
+            request = await self._prepare(inbound, turn, values)
             outcome = await self._answer(inbound, request, values, received_perf, streamed)
         except TimeoutError:
             error: AgentGWError = BrainTimeout(
@@ -157,11 +201,26 @@ class TurnPipeline:
         except asyncio.CancelledError:
             error = AgentGWError("the gateway is shutting down", code="interrupted")
             await asyncio.shield(self._fail(inbound, request, error, values, streamed))
+            self._emit(
+                inbound,
+                StageKind.END,
+                StagePhase.TURN,
+                duration_s=time.perf_counter() - received_perf,
+                code=error.code,
+            )
             raise
+        self._emit(
+            inbound,
+            StageKind.END,
+            StagePhase.TURN,
+            duration_s=time.perf_counter() - received_perf,
+            code=outcome.error_code or "ok",
+            values=values,
+        )
         if answered is not None:
             answered()
         if turn is not None:
-            await self._after(turn, outcome)
+            await self._after(inbound, turn, outcome)
 
     async def _begin(self, inbound: StoredInbound) -> TurnContext:
         """Mark the turn generating and read the recent history (one transaction)."""
@@ -199,10 +258,34 @@ class TurnPipeline:
             ),
         )
 
-    async def _prepare(self, turn: TurnContext, values: dict[str, object]) -> BrainRequest:
+    async def _prepare(
+        self, inbound: StoredInbound, turn: TurnContext, values: dict[str, object]
+    ) -> BrainRequest:
         draft = PromptDraft()
         for stage in self.stages:
-            await stage.apply(turn, draft)
+            self._emit(inbound, StageKind.START, StagePhase.CONTEXT, stage.name)
+            started = time.perf_counter()
+            with in_stage(stage.name):
+                try:
+                    await stage.apply(turn, draft)
+                except BaseException as exc:
+                    code = exc.code if isinstance(exc, AgentGWError) else "stage_failed"
+                    self._emit(
+                        inbound,
+                        StageKind.ERROR,
+                        StagePhase.CONTEXT,
+                        stage.name,
+                        time.perf_counter() - started,
+                        code,
+                    )
+                    raise
+            self._emit(
+                inbound,
+                StageKind.END,
+                StagePhase.CONTEXT,
+                stage.name,
+                time.perf_counter() - started,
+            )
         values["context_tokens"] = draft.sizes(turn.text)
         return draft.compose(
             turn.text,
@@ -221,15 +304,23 @@ class TurnPipeline:
     ) -> TurnOutcome:
         brain_start = time.perf_counter()
         values["prepare_ms"] = (brain_start - received_perf) * 1000
+        self._emit(
+            inbound, StageKind.END, StagePhase.PREPARE, duration_s=brain_start - received_perf
+        )
+        self._emit(inbound, StageKind.START, StagePhase.BRAIN)
         # The deadline covers the brain's own retries: a first attempt that
         # times out must leave room for the retry that answers.
-        completion = await asyncio.wait_for(
-            self._stream(inbound, request, streamed), timeout=self.settings.deadline_s
-        )
+        with in_stage(StagePhase.BRAIN.value):
+            completion = await asyncio.wait_for(
+                self._stream(inbound, request, streamed, brain_start),
+                timeout=self.settings.deadline_s,
+            )
         if not completion.text.strip():
             raise EmptyReply(f"{self.brain.name}: the model's answer has no text")
         brain_done = time.perf_counter()
         values["brain_ms"] = (brain_done - brain_start) * 1000
+        self._emit(inbound, StageKind.END, StagePhase.BRAIN, duration_s=brain_done - brain_start)
+        self._emit(inbound, StageKind.START, StagePhase.DELIVER)
         values.update(
             model=completion.model,
             input_tokens=completion.usage.input_tokens,
@@ -253,8 +344,9 @@ class TurnPipeline:
                 created_at=reply.created_at,
             )
         )
-        deliver_ms = (time.perf_counter() - brain_done) * 1000
-        self._pending.setdefault(inbound.turn_id, {})["deliver_ms"] = deliver_ms
+        deliver_s = time.perf_counter() - brain_done
+        self._pending.setdefault(inbound.turn_id, {})["deliver_ms"] = deliver_s * 1000
+        self._emit(inbound, StageKind.END, StagePhase.DELIVER, duration_s=deliver_s)
         return TurnOutcome(
             request,
             reply.id,
@@ -263,15 +355,40 @@ class TurnPipeline:
             written_by_model=completion.written_by_model,
         )
 
-    async def _after(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+    async def _after(self, inbound: StoredInbound, turn: TurnContext, outcome: TurnOutcome) -> None:
         for stage in self.after_stages:
-            try:
-                await stage.after_turn(turn, outcome)
-            except Exception:  # one stage failing must not stop the others
-                log.exception("turn %d: after-turn stage %s failed", turn.turn_id, stage.name)
+            self._emit(inbound, StageKind.START, StagePhase.AFTER_TURN, stage.name)
+            started = time.perf_counter()
+            with in_stage(stage.name):
+                try:
+                    await stage.after_turn(turn, outcome)
+                except Exception as exc:  # one stage failing must not stop the others
+                    log.exception("turn %d: after-turn stage %s failed", turn.turn_id, stage.name)
+                    # The failure is counted by stage and code, not only logged.
+                    code = exc.code if isinstance(exc, AgentGWError) else "after_turn_failed"
+                    self._emit(
+                        inbound,
+                        StageKind.ERROR,
+                        StagePhase.AFTER_TURN,
+                        stage.name,
+                        time.perf_counter() - started,
+                        code,
+                    )
+                    continue
+            self._emit(
+                inbound,
+                StageKind.END,
+                StagePhase.AFTER_TURN,
+                stage.name,
+                time.perf_counter() - started,
+            )
 
     async def _stream(
-        self, inbound: StoredInbound, request: BrainRequest, streamed: list[str]
+        self,
+        inbound: StoredInbound,
+        request: BrainRequest,
+        streamed: list[str],
+        brain_start: float,
     ) -> Completion:
         """The brain's answer, its deltas published and collected in ``streamed``."""
         first_token = asyncio.Event()
@@ -288,6 +405,12 @@ class TurnPipeline:
                         if not first_token.is_set():
                             first.reschedule(None)
                             first_token.set()
+                            self._emit(
+                                inbound,
+                                StageKind.END,
+                                StagePhase.BRAIN_FIRST_TOKEN,
+                                duration_s=time.perf_counter() - brain_start,
+                            )
                             # A notice being sent right now goes out before the delta.
                             await asyncio.wait([notices])
                         streamed.append(event.text)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from gateway.errors import PortUnavailable
+from gateway.events import LOG_ID_FIELDS, TurnLogFilter
 
 # The top-level packages whose records are ours (``__main__`` for ``python -m``).
 OWN_LOGGERS = frozenset({"gateway", "memory", "persona", "channels", "voice", "web", "__main__"})
@@ -50,12 +51,17 @@ class JsonFormatter(logging.Formatter):
     """One JSON object a line, for log collectors."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, object] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
         }
+        # The turn's ids as fields (TurnLogFilter, or a call's extra=), never in the text.
+        for name in LOG_ID_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
@@ -69,6 +75,7 @@ def configure_logging(level: str, fmt: str = "text", stream: TextIO | None = Non
         numeric = logging.INFO
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(LOG_FORMAT))
+    handler.addFilter(TurnLogFilter())
     if numeric > logging.DEBUG:
         handler.addFilter(OwnOrWarning())
         for name, value in QUIET_ENVIRONMENT.items():

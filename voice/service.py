@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -64,6 +65,10 @@ class VoiceService:
         self._stt_lock = asyncio.Lock()
         self._tts_lock = asyncio.Lock()
         self._closed = False
+        # Seconds the models worked (for /metrics); each pool has one worker, so
+        # each sum has one writer.
+        self.stt_seconds = 0.0
+        self.tts_seconds = 0.0
 
     @classmethod
     def from_config(cls, config: Config) -> VoiceService:
@@ -109,14 +114,26 @@ class VoiceService:
         check_size(audio, self.limits)
         samples = await self._run(self._stt_pool, lambda: decode_audio(audio, self.limits))
         engine = await self._stt_engine()
-        return await self._run(self._stt_pool, lambda: engine.transcribe(samples))
+
+        def work() -> Transcript:
+            started = time.perf_counter()
+            try:
+                return engine.transcribe(samples)
+            finally:
+                self.stt_seconds += time.perf_counter() - started
+
+        return await self._run(self._stt_pool, work)
 
     async def synthesize(self, text: str) -> SpeechAudio:
         """The whole text as one clip (empty when there is nothing to say)."""
         engine = await self._tts_engine()
 
         def work() -> SpeechAudio:
-            pcm = b"".join(part.pcm for part in engine.sentences(text))
+            started = time.perf_counter()
+            try:
+                pcm = b"".join(part.pcm for part in engine.sentences(text))
+            finally:
+                self.tts_seconds += time.perf_counter() - started
             return SpeechAudio(pcm, engine.sample_rate)
 
         return await self._run(self._tts_pool, work)
@@ -135,6 +152,7 @@ class VoiceService:
                 stop.set()  # the loop is closed: nobody is listening any more
 
         def work() -> None:
+            started = time.perf_counter()
             try:
                 for sentence in engine.sentences(text):
                     if stop.is_set():
@@ -143,6 +161,7 @@ class VoiceService:
             except AgentGWError as exc:  # handed to the consumer, who raises it
                 put(exc)
             finally:
+                self.tts_seconds += time.perf_counter() - started
                 put(_DONE)
 
         if self._closed:

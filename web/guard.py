@@ -214,7 +214,9 @@ def guard_middleware(config: Config, *, clock: Callable[[], float] | None = None
     )
     # Probes and Telegram's webhook name the server as they know it, and are no
     # browser's page: no Host rule, no token (the webhook checks Telegram's secret).
-    open_paths = {"/healthz"}
+    # /readyz too: orchestrators probe readiness without a token. /metrics is not
+    # open: its numbers describe the people's traffic.
+    open_paths = {"/healthz", "/readyz"}
     if config.telegram.enabled and config.telegram.mode == "webhook":
         open_paths.add(config.telegram.webhook_path)
 

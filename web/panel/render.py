@@ -35,6 +35,7 @@ NAV = (
     NavItem("/panel/memory", "Memory"),
     NavItem("/panel/persona", "Persona"),
     NavItem("/panel/conversations", "Conversations"),
+    NavItem("/panel/system", "System"),
 )
 
 
