@@ -154,7 +154,12 @@ async def test_turns_past_max_running_wait_for_a_place(
         await frames_until(ws, "history")
         await ws.send_json({"type": "message", "text": f"hi {index}", "client_id": "c-1"})
         await frames_until(ws, "ack")
-    await asyncio.sleep(0.2)
+    # Polled, not slept for: on a loaded machine the first turn may take a while to
+    # reach the model. Without the limit both reach it and this never holds.
+    for _ in range(1500):
+        if len(brain.requests) == 1 and narrow.gateway.router.turns_waiting == 1:
+            break
+        await asyncio.sleep(0.02)
     assert len(brain.requests) == 1
     assert narrow.gateway.router.turns_waiting == 1
     brain.gate.set()
