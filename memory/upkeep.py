@@ -103,17 +103,28 @@ class Upkeep(Recall):
         """Decay sweep, trace pruning and index saves now and every ``upkeep_interval_s``
         (a supervised task)."""
         while True:
-            now = datetime.now(UTC)
-            stats = await self.sweep(now)
-            pruned = await self.prune_traces(now)
-            await self.save_indexes()
-            # A pass that changed nothing is not news on the console (one runs at every start).
-            log.log(
-                logging.INFO if stats.archived or pruned else logging.DEBUG,
-                "memory upkeep: %d items, tiers %s, %d archived, %d traces past their keep deleted",
-                stats.seen,
-                stats.tiers,
-                stats.archived,
-                pruned,
-            )
+            upkeep = asyncio.ensure_future(self._upkeep_pass())
+            try:
+                await asyncio.shield(upkeep)
+            except asyncio.CancelledError:
+                # A stop lets the pass under way finish: cut in a query, its connection
+                # was left to SQLAlchemy's finaliser, which logged a traceback (one pass
+                # runs at every start, so a stop soon after a start met it).
+                await upkeep
+                raise
             await asyncio.sleep(self.config.upkeep_interval_s)
+
+    async def _upkeep_pass(self) -> None:
+        now = datetime.now(UTC)
+        stats = await self.sweep(now)
+        pruned = await self.prune_traces(now)
+        await self.save_indexes()
+        # A pass that changed nothing is not news on the console (one runs at every start).
+        log.log(
+            logging.INFO if stats.archived or pruned else logging.DEBUG,
+            "memory upkeep: %d items, tiers %s, %d archived, %d traces past their keep deleted",
+            stats.seen,
+            stats.tiers,
+            stats.archived,
+            pruned,
+        )
