@@ -16,9 +16,10 @@ failed turn as its partial reply; a completion with no text fails as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,29 +264,8 @@ class TurnPipeline:
     ) -> BrainRequest:
         draft = PromptDraft()
         for stage in self.stages:
-            self._emit(inbound, StageKind.START, StagePhase.CONTEXT, stage.name)
-            started = time.perf_counter()
-            with in_stage(stage.name):
-                try:
-                    await stage.apply(turn, draft)
-                except BaseException as exc:
-                    code = exc.code if isinstance(exc, AgentGWError) else "stage_failed"
-                    self._emit(
-                        inbound,
-                        StageKind.ERROR,
-                        StagePhase.CONTEXT,
-                        stage.name,
-                        time.perf_counter() - started,
-                        code,
-                    )
-                    raise
-            self._emit(
-                inbound,
-                StageKind.END,
-                StagePhase.CONTEXT,
-                stage.name,
-                time.perf_counter() - started,
-            )
+            async with self._stage(inbound, StagePhase.CONTEXT, stage.name, "stage_failed"):
+                await stage.apply(turn, draft)
         values["context_tokens"] = draft.sizes(turn.text)
         return draft.compose(
             turn.text,
@@ -357,31 +337,31 @@ class TurnPipeline:
 
     async def _after(self, inbound: StoredInbound, turn: TurnContext, outcome: TurnOutcome) -> None:
         for stage in self.after_stages:
-            self._emit(inbound, StageKind.START, StagePhase.AFTER_TURN, stage.name)
-            started = time.perf_counter()
-            with in_stage(stage.name):
-                try:
+            try:
+                async with self._stage(
+                    inbound, StagePhase.AFTER_TURN, stage.name, "after_turn_failed"
+                ):
                     await stage.after_turn(turn, outcome)
-                except Exception as exc:  # one stage failing must not stop the others
-                    log.exception("turn %d: after-turn stage %s failed", turn.turn_id, stage.name)
-                    # The failure is counted by stage and code, not only logged.
-                    code = exc.code if isinstance(exc, AgentGWError) else "after_turn_failed"
-                    self._emit(
-                        inbound,
-                        StageKind.ERROR,
-                        StagePhase.AFTER_TURN,
-                        stage.name,
-                        time.perf_counter() - started,
-                        code,
-                    )
-                    continue
-            self._emit(
-                inbound,
-                StageKind.END,
-                StagePhase.AFTER_TURN,
-                stage.name,
-                time.perf_counter() - started,
-            )
+            except Exception:  # one stage failing must not stop the others
+                log.exception("turn %d: after-turn stage %s failed", turn.turn_id, stage.name)
+
+    @contextlib.asynccontextmanager
+    async def _stage(
+        self, inbound: StoredInbound, phase: StagePhase, name: str, fallback_code: str
+    ) -> AsyncIterator[None]:
+        """One stage's START, then END or ERROR (with its code) events, its log ids set."""
+        self._emit(inbound, StageKind.START, phase, name)
+        started = time.perf_counter()
+        with in_stage(name):
+            try:
+                yield
+            except BaseException as exc:
+                code = exc.code if isinstance(exc, AgentGWError) else fallback_code
+                self._emit(
+                    inbound, StageKind.ERROR, phase, name, time.perf_counter() - started, code
+                )
+                raise
+        self._emit(inbound, StageKind.END, phase, name, time.perf_counter() - started)
 
     async def _stream(
         self,
