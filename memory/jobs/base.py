@@ -46,6 +46,9 @@ class JobContext:
     # Called as work advances (a progress bar on the command line); total None: unknown.
     progress: Callable[[int, int | None], None] = _no_progress
     plan: list[str] = field(default_factory=list)
+    # A structured report a body may leave (the monthly health report); stored with
+    # the run as JSON, so it holds only JSON values.
+    report: dict[str, object] = field(default_factory=dict)
 
     def would(self, line: str) -> None:
         """A dry run's record of one change it would have made."""
