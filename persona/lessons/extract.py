@@ -343,15 +343,23 @@ SHAPES = (_naming, _avoid, _style, _prefer, _meant, _wrong)
 
 
 def extract(message: str) -> list[Candidate]:
-    """The lessons one message of the person teaches (usually none)."""
+    """The lessons one message of the person teaches (usually none).
+
+    Each sentence is read on its own ("Stop adding emojis. And don't call me Bob."
+    teaches two lessons); in a sentence the first shape that fits is its point. One
+    lesson a slot: a later sentence on the same slot says it again.
+    """
     text = _normalise(message)
-    if not text:
-        return []
     found: list[Candidate] = []
-    for shape in SHAPES:
-        candidate = shape(text)
-        if candidate is not None and all(c.slot != candidate.slot or not c.slot for c in found):
-            found.append(candidate)
-            # One correction a message: the first shape that fits is the person's point.
+    for sentence in re.split(r"(?<=[.!?])\s+(?=\S)", text):
+        for shape in SHAPES:
+            candidate = shape(sentence)
+            if candidate is None:
+                continue
+            if all(
+                (c.slot != candidate.slot if candidate.slot else c.text != candidate.text)
+                for c in found
+            ):
+                found.append(candidate)
             break
     return found
