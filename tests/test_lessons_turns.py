@@ -4,6 +4,8 @@ holds; a contradicting lesson replaces the older one; a judged mistake teaches t
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import aiohttp
@@ -229,3 +231,23 @@ async def test_global_lessons_reach_everyone_and_a_persons_own_slot_wins(
     assert "Reply in Spanish." in block
     assert "Reply in English." not in block
     await ws.close()
+
+
+async def test_a_10_mb_lesson_through_the_panel_api_changes_nothing(
+    running: RunningGateway,
+) -> None:
+    before = await (await running.session.get(running.url("/api/lessons"))).json()
+    huge = json.dumps({"text": "x" * 10_000_000, "person_id": None}).encode()
+    response = await running.session.post(
+        running.url("/api/lessons"),
+        data=io.BytesIO(huge),
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status == 413  # past the server's body limit, before any parsing
+    response = await running.session.post(
+        running.url("/api/lessons"), json={"text": "y" * 401, "person_id": None}
+    )
+    assert response.status == 400
+    assert "at most 400 characters" in (await response.json())["error"]["message"]
+    after = await (await running.session.get(running.url("/api/lessons"))).json()
+    assert after["lessons"] == before["lessons"] == []
