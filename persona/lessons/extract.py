@@ -199,7 +199,7 @@ def _naming(text: str) -> Candidate | None:
         if better:
             return Candidate(f"Call the user {better.group(1)}, not {name}.", "name")
         return Candidate(f"Do not call the user {name}.", "name")
-    m = re.search(rf"(?:^|[.!?]\s*|(?i:please)\s+)(?i:call me\s+)({_NAME})\s*[.!]?\s*$", t)
+    m = re.search(rf"(?:^|[.!?,]\s*|(?i:please)\s+)(?i:call me\s+)({_NAME})\s*[.!]?\s*$", t)
     if m and m.group(1).lower() not in _NOT_NAMES and m.group(1)[0].isupper():
         return Candidate(f"Call the user {m.group(1)}.", "name")
     return None
@@ -304,6 +304,9 @@ def _prefer(text: str) -> Candidate | None:
     if not a or not b:
         return None
     key = "|".join(sorted(re.sub(r"[^a-z0-9 ]", "", x.lower()).strip() for x in (a, b)))
+    if "rather" in m.group(0).lower():
+        # "I'd rather walk than drive": verbs, which "prefer walk over drive" mangles.
+        return Candidate(f"Remember the user would rather {a} than {b}.", f"prefer:{key}")
     return Candidate(f"Prefer {a} over {b} for the user.", f"prefer:{key}")
 
 
