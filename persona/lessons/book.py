@@ -30,6 +30,7 @@ from gateway.errors import InputError
 from gateway.store import Store
 from gateway.store.models import Message, utcnow
 from gateway.tokens import estimate_tokens
+from gateway.untrusted import storable
 from persona.judge import TextEmbedder
 from persona.models import Lesson, LessonOrigin
 
@@ -130,7 +131,7 @@ class LessonBook:
                 f"a lesson is at most {self.max_chars} characters (lessons.max_chars), "
                 f"got {len(text)}"
             )
-        cleaned = " ".join(text.split())
+        cleaned = storable(" ".join(text.split()))
         if not cleaned:
             raise InputError("a lesson needs some text")
         return cleaned

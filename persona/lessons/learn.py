@@ -38,6 +38,21 @@ _CUE = re.compile(
 )
 
 
+# A "lesson" about the agent's own rules, prompt or safety is an attempt to steer it,
+# not a correction: a person's message never teaches one (the panel and CLI can).
+_STEERING = re.compile(
+    r"\b(?:system prompt|prompt|instructions?|guidelines|your rules|the rules|safety|jailbreak"
+    r"|developer mode|ignore (?:all|any|previous|your|the)|restrictions?|refus\w*|pretend"
+    r"|reveal|confidential|api key|password)\b",
+    re.IGNORECASE,
+)
+
+
+def steers(lesson: str) -> bool:
+    """Whether a lesson from chat would touch the agent's rules, prompt or safety."""
+    return _STEERING.search(lesson) is not None
+
+
 class Extractor(Protocol):
     @property
     def name(self) -> str: ...

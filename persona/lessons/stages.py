@@ -32,6 +32,7 @@ from persona.lessons.learn import (
     RuleExtractor,
     broken_rules,
     rule_lessons,
+    steers,
     weak_dimensions,
 )
 from persona.models import LessonOrigin, LessonScan, SyncScoreRow, VerdictStatus
@@ -98,6 +99,11 @@ class LessonLoop:
         candidates = await self.extractor.from_message(turn.text, previous_reply)
         learned = []
         for candidate in candidates:
+            if steers(candidate.text):
+                log.warning(
+                    "turn %d: not learned (steers the agent): %s", turn.turn_id, candidate.text
+                )
+                continue
             done = await self.book.learn(
                 candidate.text,
                 person_id=turn.person_id,
@@ -142,7 +148,8 @@ class LessonLoop:
             notes = detail.get("notes")
             if not candidates and weak[row.id] and isinstance(notes, str) and notes.strip():
                 reply = await self._text(reply_id)
-                candidates = await self.extractor.from_judgement(reply, notes, weak[row.id])
+                asked = await self.extractor.from_judgement(reply, notes, weak[row.id])
+                candidates = [c for c in asked if not steers(c.text)]
             for candidate in candidates:
                 done = await self.book.learn(
                     candidate.text,
