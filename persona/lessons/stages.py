@@ -177,7 +177,7 @@ class LearnStage:
 
     @property
     def name(self) -> str:
-        return "lessons"
+        return "learn-lessons"
 
     async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
         await self.loop.learn_turn(turn)
