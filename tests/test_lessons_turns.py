@@ -202,6 +202,10 @@ async def test_a_judged_mistake_teaches_a_lesson(
     brain.script = ["Sure."]
     await say(ws, "And Tuesday?", "f3")
     assert "Do not use emojis." in persona_block(brain.requests[-1])
+    await settle(running)
+    # Each verdict is read once (the cursor): the mistake was not counted again.
+    again = [x for x in await book(running).listed() if x.origin is LessonOrigin.JUDGE]
+    assert [(x.text, x.hits) for x in again] == [("Do not use emojis.", 1)]
     await ws.close()
 
 

@@ -118,28 +118,35 @@ class LessonLoop:
 
     async def scan_verdicts(self, conversation_id: int, person_id: int) -> list[Learned]:
         """Lessons from the conversation's judged mistakes not read yet (each read once)."""
-        async with self.store.session() as session:
-            cursor = await session.get(LessonScan, conversation_id)
-            through = cursor.scanned_through_verdict_id if cursor is not None else 0
+        # Read first: most turns have no new verdict, and then cost no write.
+        async with self.store.reader() as session:
+            through = await session.scalar(
+                select(LessonScan.scanned_through_verdict_id).where(
+                    LessonScan.conversation_id == conversation_id
+                )
+            )
             rows = (
                 await session.scalars(
                     select(SyncScoreRow)
                     .where(
                         SyncScoreRow.conversation_id == conversation_id,
-                        SyncScoreRow.id > through,
+                        SyncScoreRow.id > (through or 0),
                     )
                     .order_by(SyncScoreRow.id)
                 )
             ).all()
-            if not rows:
-                return []
+        if not rows:
+            return []
+        # The lane runs one turn of a conversation at a time: no other writer of its cursor.
+        async with self.store.session() as session:
+            cursor = await session.get(LessonScan, conversation_id)
             if cursor is None:
                 cursor = LessonScan(conversation_id=conversation_id)
                 session.add(cursor)
             cursor.scanned_through_verdict_id = rows[-1].id
             cursor.updated_at = utcnow()
-            found = [(row.reply_message_id, row.status, dict(row.detail), row) for row in rows]
-            weak = {row.id: weak_dimensions(row, self.config.judge_mistake_below) for row in rows}
+        found = [(row.reply_message_id, row.status, dict(row.detail), row) for row in rows]
+        weak = {row.id: weak_dimensions(row, self.config.judge_mistake_below) for row in rows}
         learned: list[Learned] = []
         for reply_id, status, detail, row in found:
             if status is not VerdictStatus.SCORED:
