@@ -7,16 +7,20 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 from sqlalchemy import func, select
 
 from gateway.brains.base import BlockKind, BrainRequest, Purpose
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
 from gateway.errors import InputError
+from gateway.store import Store
 from gateway.store.models import Message
 from gateway.tokens import estimate_tokens
 from persona.lessons.book import HEADER, LessonBook, LessonInfo
@@ -315,3 +319,29 @@ async def test_a_message_that_steers_the_agent_teaches_nothing(
     await settle(running)
     assert await book(running).listed() == []
     await ws.close()
+
+
+class KeywordEmbedder:
+    """Unit vectors over a few keywords: texts sharing them are close, others are not."""
+
+    WORDS = ("emoji", "bob", "tea", "short")
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        rows = [[float(w in t.lower()) for w in self.WORDS] + [0.1] for t in texts]
+        vectors = np.array(rows, dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+async def test_a_lesson_said_in_other_words_is_one_lesson(store: Store) -> None:
+    lessons = LessonBook(store, embedder=KeywordEmbedder(), dedupe_similarity=0.9)
+    first = await lessons.learn("Do not put emojis in replies.", person_id=None)
+    again = await lessons.learn("Never use any emoji, please.", person_id=None)
+    other = await lessons.learn("Keep replies short.", person_id=None)
+    assert (first.action, again.action, other.action) == ("added", "repeated", "added")
+    assert again.lesson.lesson_id == first.lesson.lesson_id
+    listed = {x.text: x.hits for x in await lessons.listed()}
+    assert listed == {"Do not put emojis in replies.": 2, "Keep replies short.": 1}
+    # Without an embedder only the normalised text says two lessons are one.
+    plain = LessonBook(store)
+    assert (await plain.learn("keep replies SHORT!", person_id=None)).action == "repeated"
+    assert (await plain.learn("Never use emoji at all.", person_id=None)).action == "added"
