@@ -39,6 +39,7 @@ from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
+from persona.lessons.stages import build_lesson_loop
 from persona.observation.sink import MemorySink
 from persona.stages import PersonaLoop, build_persona_loop
 from voice.files import AudioFiles
@@ -350,6 +351,18 @@ async def _warm_up(
             # The local judge compares replies with the exemplars in the same vectors.
             embedder=memory.embedder if memory is not None else None,
         )
+        # Lessons from corrections (issue 22): in every prompt's cached prefix, learned after.
+        lessons = (
+            build_lesson_loop(
+                config.lessons,
+                store,
+                gateway.brain,
+                supervisor,
+                embedder=memory.embedder if memory is not None else None,
+            )
+            if config.lessons.enabled
+            else None
+        )
         gateway.pipeline = pipeline = TurnPipeline(
             store,
             gateway.brain,
@@ -360,6 +373,7 @@ async def _warm_up(
                     gateway.zones,
                     OfflineNoticeStage(store) if gateway.brain.name == "offline" else None,
                 ),
+                *([lessons.context_stage] if lessons is not None else []),
                 *(persona_loop.context_stages if config.persona.enabled else []),
             ],
             gateway.hub,
@@ -378,6 +392,7 @@ async def _warm_up(
             after_stages=[
                 *memory_after,
                 *(persona_loop.after_stages if config.persona.enabled else []),
+                *([lessons.after_stage] if lessons is not None else []),
             ],
         )
         gateway.router.attach(pipeline)

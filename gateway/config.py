@@ -475,6 +475,30 @@ class MemoryConfig:
     index_cache_mb: PositiveFloat = 256.0
 
 
+LessonExtractor = Literal["auto", "rules", "llm"]
+
+
+@dataclass(frozen=True)
+class LessonsConfig:
+    """Lessons from corrections (issue 22): persona/lessons/."""
+
+    enabled: bool = True
+    # rules (no model), llm (the utility model), auto (llm when a model is configured).
+    extractor: LessonExtractor = "auto"
+    # Budget of the lessons in the prompt's cached prefix; past it the oldest and
+    # least-taught are left out of the prompt (listed as such, never deleted).
+    budget_tokens: PositiveInt = 300
+    # The longest lesson text taken (panel, CLI, a model's answer); longer is refused.
+    max_chars: PositiveInt = 400
+    # Two lessons of one person this similar (embedding cosine) are one lesson.
+    dedupe_similarity: Share = 0.9
+    # Learn from replies the judge marked as mistakes (a broken hard rule, a low score).
+    from_judge: bool = True
+    # A judged dimension below this is a mistake (when the judge left notes to learn from).
+    judge_mistake_below: Share = 0.4
+    max_tokens: PositiveInt = 200
+
+
 @dataclass(frozen=True)
 class LogConfig:
     level: str = "INFO"
@@ -500,6 +524,7 @@ class Config:
     observe: ObserveConfig = field(default_factory=ObserveConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    lessons: LessonsConfig = field(default_factory=LessonsConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)

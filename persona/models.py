@@ -215,3 +215,58 @@ class ObserveRun(Base):
     latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# -- lessons from corrections (issue 22, migration 0019) ---------------------------
+
+
+class LessonOrigin(enum.StrEnum):
+    # The person corrected the agent in a message.
+    CORRECTION = "correction"
+    # The judge marked a reply as a mistake (a broken hard rule, a low score with notes).
+    JUDGE = "judge"
+    # Written by hand in the panel or with `agentgw lessons add`.
+    MANUAL = "manual"
+
+
+class Lesson(Base):
+    """A short imperative the agent learned; in every prompt of its person (or of
+    everyone, when ``person_id`` is null) while enabled and not replaced."""
+
+    __tablename__ = "lessons"
+    __table_args__ = (Index("ix_lessons_person_enabled", "person_id", "enabled"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    person_id: Mapped[int | None] = mapped_column(
+        ForeignKey("people.id", ondelete="CASCADE"), default=None
+    )
+    text: Mapped[str] = mapped_column(Text)
+    # What it is about ("name", "style:emoji"): a newer lesson on the slot replaces it.
+    slot: Mapped[str] = mapped_column(String(200), default="")
+    origin: Mapped[LessonOrigin] = mapped_column(_enum_column(LessonOrigin))
+    # "rules", "llm:<model>", "panel", "cli".
+    author: Mapped[str] = mapped_column(String(100), default="")
+    source_message_id: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL"), default=None
+    )
+    enabled: Mapped[bool] = mapped_column(default=True)
+    # Times the person taught it (a repeat counts, not a copy): the budget keeps these first.
+    hits: Mapped[int] = mapped_column(Integer, default=1)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    replaced_by: Mapped[int | None] = mapped_column(
+        ForeignKey("lessons.id", ondelete="SET NULL"), default=None
+    )
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class LessonScan(Base):
+    """How far the judge's verdicts of a conversation were read for mistakes."""
+
+    __tablename__ = "lesson_scans"
+
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    scanned_through_verdict_id: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -34,6 +34,7 @@ NAV = (
     NavItem("/panel/drift", "Drift"),
     NavItem("/panel/memory", "Memory"),
     NavItem("/panel/persona", "Persona"),
+    NavItem("/panel/lessons", "Lessons"),
     NavItem("/panel/conversations", "Conversations"),
     NavItem("/panel/system", "System"),
 )

@@ -1,0 +1,227 @@
+"""Lessons in the turn: in every prompt's cached prefix, and learned after each turn.
+
+- ``LessonsStage`` (context) adds the person's lessons and the global ones to the
+  PERSONA block, which sits in the cached prefix: they reach every turn, not
+  only turns whose words happen to retrieve them.
+- ``LearnStage`` (after the turn) reads the person's message for a correction,
+  and the judge's verdicts of the conversation not read yet for mistakes. The
+  rules run inline (microseconds); the utility model runs in a supervised task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from gateway.brains.base import BlockKind, Brain
+from gateway.config import LessonsConfig
+from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
+from gateway.store import Store
+from gateway.store.models import Message, utcnow
+from gateway.supervisor import TaskSupervisor
+from persona.judge import TextEmbedder
+from persona.lessons.book import Learned, LessonBook
+from persona.lessons.learn import (
+    Extractor,
+    LLMExtractor,
+    RuleExtractor,
+    broken_rules,
+    rule_lessons,
+    steers,
+    weak_dimensions,
+)
+from persona.models import LessonOrigin, LessonScan, SyncScoreRow, VerdictStatus
+
+log = logging.getLogger(__name__)
+
+MODEL_BRAINS = ("claude", "openai")
+
+
+@dataclass(frozen=True)
+class LessonsStage:
+    book: LessonBook
+
+    @property
+    def name(self) -> str:
+        return "lessons"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        chosen = await self.book.for_prompt(turn.person_id)
+        draft.add(BlockKind.PERSONA, chosen.render())
+
+
+@dataclass
+class LessonLoop:
+    """The lessons' parts, built once by the composition root."""
+
+    store: Store
+    book: LessonBook
+    extractor: Extractor
+    supervisor: TaskSupervisor
+    config: LessonsConfig
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    @property
+    def context_stage(self) -> LessonsStage:
+        return LessonsStage(self.book)
+
+    @property
+    def after_stage(self) -> LearnStage:
+        return LearnStage(self)
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, object]) -> None:
+        task = self.supervisor.spawn(name, coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def idle(self, timeout: float) -> bool:
+        """Wait until no extraction of this loop runs; True when they all ended."""
+        if not self._tasks:
+            return True
+        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+        return not pending
+
+    async def learn_turn(self, turn: TurnContext) -> None:
+        previous = next((m.text for m in reversed(turn.recent) if m.role == "assistant"), "")
+        if isinstance(self.extractor, RuleExtractor):
+            await self.from_message(turn, previous)
+        else:
+            self._spawn(f"lessons-turn-{turn.turn_id}", self.from_message(turn, previous))
+        if self.config.from_judge:
+            await self.scan_verdicts(turn.conversation_id, turn.person_id)
+
+    async def from_message(self, turn: TurnContext, previous_reply: str) -> list[Learned]:
+        candidates = await self.extractor.from_message(turn.text, previous_reply)
+        learned = []
+        for candidate in candidates:
+            if steers(candidate.text):
+                log.warning(
+                    "turn %d: not learned (steers the agent): %s", turn.turn_id, candidate.text
+                )
+                continue
+            done = await self.book.learn(
+                candidate.text,
+                person_id=turn.person_id,
+                slot=candidate.slot,
+                origin=LessonOrigin.CORRECTION,
+                author=self.extractor.name,
+                source_message_id=turn.message_id,
+            )
+            log.info("turn %d: lesson %s: %s", turn.turn_id, done.action, done.lesson.text)
+            learned.append(done)
+        return learned
+
+    async def scan_verdicts(self, conversation_id: int, person_id: int) -> list[Learned]:
+        """Lessons from the conversation's judged mistakes not read yet (each read once)."""
+        # Read first: most turns have no new verdict, and then cost no write.
+        async with self.store.reader() as session:
+            through = await session.scalar(
+                select(LessonScan.scanned_through_verdict_id).where(
+                    LessonScan.conversation_id == conversation_id
+                )
+            )
+            rows = (
+                await session.scalars(
+                    select(SyncScoreRow)
+                    .where(
+                        SyncScoreRow.conversation_id == conversation_id,
+                        SyncScoreRow.id > (through or 0),
+                    )
+                    .order_by(SyncScoreRow.id)
+                )
+            ).all()
+        if not rows:
+            return []
+        # The lane runs one turn of a conversation at a time: no other writer of its cursor.
+        async with self.store.session() as session:
+            cursor = await session.get(LessonScan, conversation_id)
+            if cursor is None:
+                cursor = LessonScan(conversation_id=conversation_id)
+                session.add(cursor)
+            cursor.scanned_through_verdict_id = rows[-1].id
+            cursor.updated_at = utcnow()
+        found = [(row.reply_message_id, row.status, dict(row.detail), row) for row in rows]
+        weak = {row.id: weak_dimensions(row, self.config.judge_mistake_below) for row in rows}
+        learned: list[Learned] = []
+        for reply_id, status, detail, row in found:
+            if status is not VerdictStatus.SCORED:
+                continue
+            candidates = rule_lessons(broken_rules(detail))
+            notes = detail.get("notes")
+            if not candidates and weak[row.id] and isinstance(notes, str) and notes.strip():
+                reply = await self._text(reply_id)
+                asked = await self.extractor.from_judgement(reply, notes, weak[row.id])
+                candidates = [c for c in asked if not steers(c.text)]
+            for candidate in candidates:
+                done = await self.book.learn(
+                    candidate.text,
+                    person_id=person_id,
+                    slot=candidate.slot,
+                    origin=LessonOrigin.JUDGE,
+                    author=f"judge:{row.judge}",
+                    source_message_id=reply_id,
+                )
+                log.info("verdict %d: lesson %s: %s", row.id, done.action, done.lesson.text)
+                learned.append(done)
+        return learned
+
+    async def _text(self, message_id: int | None) -> str:
+        if message_id is None:
+            return ""
+        async with self.store.reader() as session:
+            text = await session.scalar(select(Message.text).where(Message.id == message_id))
+        return text or ""
+
+
+@dataclass(frozen=True)
+class LearnStage:
+    loop: LessonLoop
+
+    @property
+    def name(self) -> str:
+        return "learn-lessons"
+
+    async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        await self.loop.learn_turn(turn)
+
+
+def choose_extractor(config: LessonsConfig, brain: Brain) -> Extractor:
+    kind = config.extractor
+    if kind == "auto":
+        kind = "llm" if brain.name in MODEL_BRAINS else "rules"
+    if kind == "llm":
+        return LLMExtractor(brain, max_tokens=config.max_tokens, max_chars=config.max_chars)
+    return RuleExtractor()
+
+
+def build_book(config: LessonsConfig, store: Store, embedder: TextEmbedder | None) -> LessonBook:
+    return LessonBook(
+        store,
+        max_chars=config.max_chars,
+        budget_tokens=config.budget_tokens,
+        embedder=embedder,
+        dedupe_similarity=config.dedupe_similarity,
+    )
+
+
+def build_lesson_loop(
+    config: LessonsConfig,
+    store: Store,
+    brain: Brain,
+    supervisor: TaskSupervisor,
+    embedder: TextEmbedder | None = None,
+    extractor: Extractor | None = None,
+) -> LessonLoop:
+    """Everything of the lessons; ``extractor`` replaces the configured one (tests)."""
+    return LessonLoop(
+        store,
+        build_book(config, store, embedder),
+        extractor if extractor is not None else choose_extractor(config, brain),
+        supervisor,
+        config,
+    )
