@@ -429,7 +429,13 @@ def _trigger_stages(gateway: Gateway) -> tuple[list[ContextStage], list[AfterTur
         memories_per_trigger=config.memories_per_trigger,
     )
     if config.proactive_channels:
-        notifier = ProactiveNotifier(gateway.store, gateway.hub, gateway.zones, config)
+        notifier = ProactiveNotifier(
+            gateway.store,
+            gateway.hub,
+            gateway.zones,
+            config,
+            reach={"telegram": gateway.telegram.reach} if gateway.telegram is not None else {},
+        )
         gateway.supervisor.spawn("trigger-messages", notifier.run_forever())
     return (
         [TodayStage(gateway.store, gateway.zones, settings)],

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from channels.base import TurnEvent, TurnEventKind
 from gateway.clock import local
 from gateway.config import TriggersConfig
 from gateway.hub import ConversationHub
 from gateway.store import MessageRole, Store
-from gateway.store.models import Message
+from gateway.store.models import Conversation, Identity, Message
 from gateway.tokens import estimate_tokens
 from gateway.zones import PersonZones
 from memory.sanitize import sanitize
@@ -48,6 +48,9 @@ class ProactiveNotifier:
     zones: PersonZones
     settings: TriggersConfig
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    # By channel: makes a conversation reachable before its message is published
+    # (Telegram knows a chat only once its person wrote since the start).
+    reach: Mapping[str, Callable[[int, str], None]] = field(default_factory=dict)
 
     async def run_forever(self) -> None:
         while True:
@@ -88,6 +91,16 @@ class ProactiveNotifier:
 
     async def _send(self, trigger: Trigger, text: str, now: datetime) -> None:
         assert trigger.conversation_id is not None
+        reach = self.reach.get(trigger.channel)
+        if reach is not None:
+            async with self.store.reader() as session:
+                sender = await session.scalar(
+                    select(Identity.external_id)
+                    .join(Conversation, Conversation.identity_id == Identity.id)
+                    .where(Conversation.id == trigger.conversation_id)
+                )
+            if sender is not None:
+                reach(trigger.conversation_id, sender)
         async with self.store.session() as session:
             reply_id = await session.scalar(
                 insert(Message)
