@@ -230,7 +230,8 @@ def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "defa
     """The gateway's config for the run: scripted brain, temp store, no voice models.
 
     ``stages="default"`` keeps the configured defaults (memory layer and persona
-    loop on); ``"core"`` turns them off, leaving persona file, clock and history.
+    loop on); ``"core"`` turns them and forward triggers off, leaving persona file,
+    clock and history.
     """
     if stages not in STAGE_SETS:
         raise ConfigError(f"--stages must be one of {', '.join(STAGE_SETS)}, not {stages!r}")
@@ -247,6 +248,7 @@ def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "defa
     if stages == "core":
         text += (
             "[memory]\nenabled = false\n[persona]\nenabled = false\n[observe]\nenabled = false\n"
+            "[triggers]\nenabled = false\n"
         )
     return text
 
