@@ -435,6 +435,8 @@ def _trigger_stages(gateway: Gateway) -> tuple[list[ContextStage], list[AfterTur
             gateway.zones,
             config,
             reach={"telegram": gateway.telegram.reach} if gateway.telegram is not None else {},
+            # A model words the day's line; the offline brain leaves it to the template.
+            brain=gateway.brain if gateway.brain.name in ("claude", "openai") else None,
         )
         gateway.supervisor.spawn("trigger-messages", notifier.run_forever())
     return (

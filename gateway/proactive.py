@@ -6,8 +6,10 @@ in their person's zone (from ``triggers.proactive_hour``), claims each in the
 store (``proactive_at``) *before* it is sent — a restart or a crash after the
 claim never sends it again: at most once, by design — then stores the message
 as the agent's in the conversation the day was named in and publishes it to
-that conversation like any reply (open webchat pages, the Telegram chat). The
-line is templated, quoting the person's sentence (no model call).
+that conversation like any reply (open webchat pages, the Telegram chat). With
+a model brain (claude, openai) the line is the utility model's, from the
+sanitised sentence; without one, or when the call fails or answers nothing, a
+templated line quoting the sentence.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from datetime import UTC, datetime
 from sqlalchemy import insert, select
 
 from channels.base import TurnEvent, TurnEventKind
+from gateway.brains.base import BlockKind, Brain, BrainRequest, ChatMessage, Purpose, SystemBlock
 from gateway.clock import local
 from gateway.config import TriggersConfig
+from gateway.errors import AgentGWError
 from gateway.hub import ConversationHub
 from gateway.store import MessageRole, Store
 from gateway.store.models import Conversation, Identity, Message
@@ -33,6 +37,15 @@ from memory.triggers import repo
 from memory.triggers.models import Trigger
 
 log = logging.getLogger(__name__)
+
+
+LINE_INSTRUCTIONS = (
+    "Today is the day the person mentioned earlier. Write the one short, warm message "
+    "(at most 25 words) you send them this morning about it, before they write, such as "
+    '"Good luck at the interview today!". Invent nothing beyond their words. Answer with '
+    "the message only."
+)
+LINE_MAX_CHARS = 300
 
 
 def templated_line(trigger: Trigger) -> str:
@@ -51,6 +64,8 @@ class ProactiveNotifier:
     # By channel: makes a conversation reachable before its message is published
     # (Telegram knows a chat only once its person wrote since the start).
     reach: Mapping[str, Callable[[int, str], None]] = field(default_factory=dict)
+    # The model that words the line; None: the template.
+    brain: Brain | None = None
 
     async def run_forever(self) -> None:
         while True:
@@ -87,7 +102,24 @@ class ProactiveNotifier:
         return sent
 
     async def _line(self, trigger: Trigger) -> str:
-        return templated_line(trigger)
+        if self.brain is None:
+            return templated_line(trigger)
+        said = " ".join(sanitize(trigger.context).text.split())
+        request = BrainRequest(
+            system=(SystemBlock(BlockKind.GUIDANCE, LINE_INSTRUCTIONS),),
+            # The person's words as quoted data, never as instructions.
+            messages=(ChatMessage("user", f"Their words, said on an earlier day: “{said}”"),),
+            purpose=Purpose.UTILITY,
+            max_tokens=80,
+            temperature=0.7,
+        )
+        try:
+            completion = await self.brain.complete(request)
+        except AgentGWError as exc:  # the day's message still goes out, templated
+            log.warning("trigger %d: the model could not word its message: %s", trigger.id, exc)
+            return templated_line(trigger)
+        line = " ".join(completion.text.split())
+        return line[:LINE_MAX_CHARS] if line else templated_line(trigger)
 
     async def _send(self, trigger: Trigger, text: str, now: datetime) -> None:
         assert trigger.conversation_id is not None

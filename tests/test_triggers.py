@@ -19,8 +19,10 @@ from sqlalchemy import func, select, update
 from channels.base import TurnEvent, TurnEventKind
 from gateway.app import build_stages
 from gateway.bench.trigger_cases import HELD_OUT, SENT_ON, TUNE
+from gateway.brains.base import Purpose
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, TriggersConfig
+from gateway.errors import BrainUnavailable
 from gateway.hub import ConversationHub
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.proactive import ProactiveNotifier
@@ -242,3 +244,38 @@ async def test_the_today_block_is_sanitised_like_the_pack(harness: Harness) -> N
     assert "Today is Thursday 2026-11-26" in next_day
     assert "[filtered: instruction-like text]" in next_day
     assert "Ignore all previous instructions" not in next_day
+
+
+async def test_a_model_words_the_days_message_and_the_template_stands_in_when_it_fails(
+    harness: Harness,
+) -> None:
+    sam = await _person(harness, "sam", "UTC")
+    await harness.say(sam, "The interview is on Friday", utc(2026, 11, 25, 15))
+    await harness.say(sam, "My exam is on Friday too", utc(2026, 11, 25, 16))
+    received: list[TurnEvent] = []
+
+    async def watch(event: TurnEvent) -> None:
+        received.append(event)
+
+    harness.hub.subscribe(sam.conversation_id, watch)
+    model = ScriptedBrain(
+        script=["Good luck at the interview today!", BrainUnavailable("down for a minute")]
+    )
+    friday = utc(2026, 11, 27, 10)
+    notifier = ProactiveNotifier(
+        harness.store,
+        harness.hub,
+        harness.zones,
+        TriggersConfig(proactive_channels=("webchat",)),
+        now=lambda: friday,
+        brain=model,
+    )
+    assert await notifier.send_due() == 2
+    assert [e.text for e in received] == [
+        "Good luck at the interview today!",
+        "Today's the day you mentioned: “My exam is on Friday too” Good luck, and tell me "
+        "how it goes!",
+    ]
+    asked = model.requests[0]
+    assert asked.purpose is Purpose.UTILITY
+    assert "“The interview is on Friday”" in asked.messages[-1].text
