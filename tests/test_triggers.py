@@ -35,6 +35,8 @@ from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.triggers.detect import days_ahead
 from memory.triggers.models import Trigger, TriggerStatus
 from memory.triggers.stages import TODAY_HEADER, TodayStage, TriggerScanStage
+from tests.conftest import RunningGateway
+from tests.panel_support import receive_until
 
 
 @dataclass
@@ -279,3 +281,30 @@ async def test_a_model_words_the_days_message_and_the_template_stands_in_when_it
     asked = model.requests[0]
     assert asked.purpose is Purpose.UTILITY
     assert "“The interview is on Friday”" in asked.messages[-1].text
+
+
+async def test_an_open_webchat_page_gets_the_days_message_as_a_reply_frame(
+    running: RunningGateway,
+) -> None:
+    ws = await running.ws("trigger-page")
+    try:
+        await ws.send_json({"type": "message", "text": "My exam is in 2 days", "client_id": "c1"})
+        await receive_until(ws, "reply")
+        assert await running.gateway.router.drain(10)
+        async with running.gateway.store.reader() as session:
+            [trigger] = list(await session.scalars(select(Trigger)))
+        day = datetime.combine(trigger.trigger_date, datetime.min.time(), tzinfo=UTC)
+        g = running.gateway
+        assert g.zones is not None
+        notifier = ProactiveNotifier(
+            g.store,
+            g.hub,
+            g.zones,
+            TriggersConfig(proactive_channels=("webchat",)),
+            now=lambda: day.replace(hour=9, minute=30),
+        )
+        assert await notifier.send_due() == 1
+        frame = await receive_until(ws, "reply")
+        assert frame[-1]["text"].startswith("Today's the day you mentioned: “My exam is in 2 days”")
+    finally:
+        await ws.close()
