@@ -495,7 +495,7 @@ class TriggersConfig:
     # Memories of the pack shown under each trigger in the Today block.
     memories_per_trigger: NonNegativeInt = 5
     # Channels that send a message on the day ("telegram", "webchat"); empty: none.
-    proactive_channels: tuple[str, ...] = ()
+    proactive_channels: tuple[Literal["telegram", "webchat"], ...] = ()
     # The hour of the person's day from which that message may go out.
     proactive_hour: Annotated[int, Field(ge=0, le=23)] = 9
     # How often the proactive task looks for triggers whose day came.

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, update
@@ -22,7 +23,7 @@ from gateway.bench.trigger_cases import HELD_OUT, SENT_ON, TUNE
 from gateway.brains.base import Purpose
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, TriggersConfig
-from gateway.errors import BrainUnavailable
+from gateway.errors import BrainUnavailable, ConfigError
 from gateway.hub import ConversationHub
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.proactive import ProactiveNotifier
@@ -35,7 +36,7 @@ from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.triggers.detect import days_ahead
 from memory.triggers.models import Trigger, TriggerStatus
 from memory.triggers.stages import TODAY_HEADER, TodayStage, TriggerScanStage
-from tests.conftest import RunningGateway
+from tests.conftest import RunningGateway, make_config
 from tests.panel_support import receive_until
 
 
@@ -308,3 +309,10 @@ async def test_an_open_webchat_page_gets_the_days_message_as_a_reply_frame(
         assert frame[-1]["text"].startswith("Today's the day you mentioned: “My exam is in 2 days”")
     finally:
         await ws.close()
+
+
+def test_a_proactive_channel_that_does_not_exist_is_a_clear_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"triggers.proactive_channels: 'telgram' is not one of"):
+        make_config(tmp_path, triggers={"proactive_channels": ["telgram"]})
+    with pytest.raises(ConfigError, match=r"triggers.horizon_days"):
+        make_config(tmp_path, triggers={"horizon_days": 0})
