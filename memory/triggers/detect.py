@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from memory.sanitize import sanitize
-from memory.timeparse import MONTHS, WEEKDAYS, future_days
+from memory.timeparse import MONTHS, WEEKDAYS
+from memory.timeparse_ahead import future_days
 
 log = logging.getLogger(__name__)
 
