@@ -491,6 +491,13 @@ class TelegramChannel:
 
     # -- outbound ----------------------------------------------------------
 
+    def reach(self, conversation_id: int, external_id: str) -> None:
+        """Deliver this conversation's events from now on, though its person has not
+        written since the start (a forward trigger's message on its day): a private
+        chat's id is its user's id."""
+        if external_id.isdigit():
+            self._watch(conversation_id, int(external_id))
+
     def _watch(self, conversation_id: int, chat_id: int) -> None:
         self._chat_of[conversation_id] = chat_id
         if conversation_id not in self._subscriptions:

@@ -29,7 +29,8 @@ from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes, apply_config_links
 from gateway.metrics import METRICS, add_observability_routes
 from gateway.pipeline import PipelineSettings, TurnPipeline
-from gateway.prompt import ContextStage
+from gateway.proactive import ProactiveNotifier
+from gateway.prompt import AfterTurnStage, ContextStage
 from gateway.router import Router
 from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
@@ -39,6 +40,7 @@ from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
+from memory.triggers.stages import TodayStage, TriggerScanStage, TriggerSettings
 from persona.lessons.stages import build_lesson_loop
 from persona.observation.sink import MemorySink
 from persona.stages import PersonaLoop, build_persona_loop
@@ -363,6 +365,9 @@ async def _warm_up(
             if config.lessons.enabled
             else None
         )
+        # Forward triggers (issue 22): the Today block, the scan after the turn, and
+        # the day's proactive message on the channels that ask for it.
+        trigger_stages, trigger_after = _trigger_stages(gateway)
         gateway.pipeline = pipeline = TurnPipeline(
             store,
             gateway.brain,
@@ -374,6 +379,7 @@ async def _warm_up(
                     OfflineNoticeStage(store) if gateway.brain.name == "offline" else None,
                 ),
                 *([lessons.context_stage] if lessons is not None else []),
+                *trigger_stages,
                 *(persona_loop.context_stages if config.persona.enabled else []),
             ],
             gateway.hub,
@@ -391,6 +397,7 @@ async def _warm_up(
             # Memory first: the episodes are stored before judge and observe run.
             after_stages=[
                 *memory_after,
+                *trigger_after,
                 *(persona_loop.after_stages if config.persona.enabled else []),
                 *([lessons.after_stage] if lessons is not None else []),
             ],
@@ -423,6 +430,34 @@ async def _warm_up(
     )
     if announce is not None:
         announce()
+
+
+def _trigger_stages(gateway: Gateway) -> tuple[list[ContextStage], list[AfterTurnStage]]:
+    """Forward triggers' stages, and their proactive task when a channel asks for one."""
+    config = gateway.config.triggers
+    if not config.enabled or gateway.zones is None:
+        return [], []
+    settings = TriggerSettings(
+        horizon_days=config.horizon_days,
+        max_per_message=config.max_per_message,
+        context_chars=config.context_chars,
+        memories_per_trigger=config.memories_per_trigger,
+    )
+    if config.proactive_channels:
+        notifier = ProactiveNotifier(
+            gateway.store,
+            gateway.hub,
+            gateway.zones,
+            config,
+            reach={"telegram": gateway.telegram.reach} if gateway.telegram is not None else {},
+            # A model words the day's line; the offline brain leaves it to the template.
+            brain=gateway.brain if gateway.brain.name in ("claude", "openai") else None,
+        )
+        gateway.supervisor.spawn("trigger-messages", notifier.run_forever())
+    return (
+        [TodayStage(gateway.store, gateway.zones, settings)],
+        [TriggerScanStage(gateway.store, gateway.zones, settings)],
+    )
 
 
 async def chat_page(request: web.Request) -> web.StreamResponse:

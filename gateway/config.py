@@ -507,6 +507,26 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class TriggersConfig:
+    # Forward triggers (issue 22): a day ahead a message names ("my interview is next
+    # Friday") comes back on that day, in the person's zone, as a "Today" block.
+    enabled: bool = True
+    # Days past this many ahead create no trigger (logged at DEBUG): about 5 years.
+    horizon_days: Annotated[int, Field(gt=0, le=36600)] = 1826
+    # Days one message may set; its sentence is kept up to context_chars.
+    max_per_message: PositiveInt = 3
+    context_chars: Annotated[int, Field(gt=0, le=2000)] = 300
+    # Memories of the pack shown under each trigger in the Today block.
+    memories_per_trigger: NonNegativeInt = 5
+    # Channels that send a message on the day ("telegram", "webchat"); empty: none.
+    proactive_channels: tuple[Literal["telegram", "webchat"], ...] = ()
+    # The hour of the person's day from which that message may go out.
+    proactive_hour: Annotated[int, Field(ge=0, le=23)] = 9
+    # How often the proactive task looks for triggers whose day came.
+    poll_s: PositiveFloat = 60.0
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -525,6 +545,7 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     log: LogConfig = field(default_factory=LogConfig)
     lessons: LessonsConfig = field(default_factory=LessonsConfig)
+    triggers: TriggersConfig = field(default_factory=TriggersConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)

@@ -230,7 +230,8 @@ def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "defa
     """The gateway's config for the run: scripted brain, temp store, no voice models.
 
     ``stages="default"`` keeps the configured defaults (memory layer and persona
-    loop and lessons on); ``"core"`` turns them off, leaving persona file, clock and history.
+    loop, lessons and forward triggers on); ``"core"`` turns them off, leaving persona file,
+    clock and history.
     """
     if stages not in STAGE_SETS:
         raise ConfigError(f"--stages must be one of {', '.join(STAGE_SETS)}, not {stages!r}")
@@ -248,6 +249,7 @@ def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "defa
         text += (
             "[memory]\nenabled = false\n[persona]\nenabled = false\n[observe]\nenabled = false\n"
             "[lessons]\nenabled = false\n"
+            "[triggers]\nenabled = false\n"
         )
     return text
 

@@ -20,10 +20,21 @@ from web.panel import (
     overview,
     persona,
     system,
+    triggers,
 )
 from web.panel.render import setup_templates
 
-PAGES = (overview, observations, drift, memory, persona, lessons, conversations, system)
+PAGES = (
+    overview,
+    observations,
+    drift,
+    memory,
+    persona,
+    lessons,
+    conversations,
+    system,
+    triggers,
+)
 
 
 def add_panel_routes(app: web.Application, zone: tzinfo = UTC) -> None:

@@ -37,6 +37,7 @@ NAV = (
     NavItem("/panel/lessons", "Lessons"),
     NavItem("/panel/conversations", "Conversations"),
     NavItem("/panel/system", "System"),
+    NavItem("/panel/triggers", "Triggers"),
 )
 
 
