@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,7 @@ from gateway.metrics import METRICS, add_observability_routes
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.prompt import ContextStage
 from gateway.router import Router
+from gateway.runtime import GATEWAY, Gateway
 from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
@@ -40,10 +40,11 @@ from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from persona.observation.sink import MemorySink
-from persona.stages import PersonaLoop, build_persona_loop
+from persona.stages import build_persona_loop
 from voice.files import AudioFiles
 from voice.service import VoiceService
 from web import guard
+from web.panel import add_panel_routes
 from web.voice_api import VOICE_ENDPOINT, VoiceEndpoint, add_voice_routes
 
 if TYPE_CHECKING:
@@ -52,36 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Gateway:
-    """The running parts, reachable from handlers through ``GATEWAY``."""
-
-    config: Config
-    store: Store
-    brain: Brain
-    hub: ConversationHub
-    supervisor: TaskSupervisor
-    router: Router
-    webchat: WebchatChannel
-    # Built once the models loaded (see ``create_app``); until then turns wait, stored.
-    pipeline: TurnPipeline | None = None
-    # None when voice.enabled is false; models load on first use or with voice.preload.
-    voice: VoiceService | None = None
-    links: LinkCodes | None = None
-    # None unless telegram.enabled.
-    telegram: TelegramChannel | None = None
-    # PersonaState versions, observations, SyncScores and anchors (issue 4).
-    persona: PersonaLoop | None = None
-    # Memory items, the Memory Pack and its traces (issue 3); None when memory.enabled is false.
-    memory: MemoryService | None = None
-    # Each person's time zone (gateway/zones.py).
-    zones: PersonZones | None = None
-    # Set once the models loaded and turns run (and voice.preload finished): /healthz
-    # says "starting" until then, while messages are already taken and stored.
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-GATEWAY = web.AppKey("gateway", Gateway)
 # How the process stops when another gateway took its database (set by `agentgw run`;
 # without it, as in tests, the loss is only logged).
 STOP_ON_LOST_DATABASE: web.AppKey[Callable[[DatabaseInUse], None]] = web.AppKey(
@@ -290,9 +261,6 @@ def create_app(
     if config.telegram.enabled and config.telegram.mode == "webhook":
         app.router.add_post(config.telegram.webhook_path, telegram_webhook)
     add_voice_routes(app)
-    # Imported here: the panel's modules import GATEWAY from this one.
-    from web.panel import add_panel_routes
-
     add_panel_routes(app, config.zone)
     app.router.add_static("/static", str(resources.files("web").joinpath("static")))
     return app

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import jinja2
 from aiohttp import web
 
-from gateway.app import GATEWAY, Gateway
 from gateway.clock import local, zone_name
 from gateway.errors import MalformedFrame
+from gateway.runtime import GATEWAY, Gateway
 from gateway.untrusted import MAX_ID, loads, store_id
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
