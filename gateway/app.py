@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,7 @@ from voice.files import AudioFiles
 from voice.service import VoiceService
 from web import guard
 from web.panel import add_panel_routes
+from web.panel.render import TEMPLATES
 from web.voice_api import VOICE_ENDPOINT, VoiceEndpoint, add_voice_routes
 
 if TYPE_CHECKING:
@@ -72,8 +74,10 @@ def build_stages(
     memory_pack: MemoryPackStage | None = None,
     zones: PersonZones | None = None,
     offline: OfflineNoticeStage | None = None,
+    *,
+    persona: str,
 ) -> list[ContextStage]:
-    persona = load_persona(config.agent.persona_file, config.agent.name)
+    """The core's context stages; ``persona`` is the persona file's text, read once."""
     clock = ClockStage(zones if zones is not None else PersonZones(None, config.zone))
     # Only the offline brain reads whether its notice was given (one query a turn).
     extra: list[ContextStage] = [offline] if offline is not None else []
@@ -114,133 +118,12 @@ def create_app(
     # Host names, origins, the access token and the security headers.
     guard.install(app, config)
 
-    async def hold_data_dir(app: web.Application) -> AsyncIterator[None]:
-        # First in, last out: held from before the store opens until the index files
-        # are written at the end.
-        with DataDirLock(config.data_dir):
-            yield
-
-    async def hold_database(app: web.Application) -> AsyncIterator[None]:
-        # Another data directory may be configured with the same database (store.url):
-        # held from before the store opens (a second gateway must not migrate it
-        # under the first) until after it closes.
-        def lost(error: DatabaseInUse) -> None:
-            stop = app.get(STOP_ON_LOST_DATABASE)
-            if stop is not None:
-                stop(error)
-
-        async with claim_database(config.database_url, config.store.lock_check_s, on_lost=lost):
-            yield
-
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        store = Store(
-            config.database_url, echo=config.store.echo, read_sessions=config.store.read_sessions
-        )
-        await store.open()
-        supervisor = TaskSupervisor()
-        the_brain = brain if brain is not None else build_brain(config)
-        voice: VoiceService | None = None
-        telegram: TelegramChannel | None = None
-        gateway: Gateway | None = None
-        try:
-            failed = await fail_unfinished_turns(store)
-            if failed:
-                log.warning("%d turns were interrupted by the last stop; marked failed", failed)
-            await apply_config_links(store, config.links.people)
-            links = LinkCodes(store, config.links)
-            hub = ConversationHub()
-            hub.subscribe_stages(app[METRICS].observe)
-            # Each person's time zone: their own once a page reported it, else agent.timezone.
-            zones = PersonZones(store, config.zone)
-            persona_text = await asyncio.to_thread(
-                load_persona, config.agent.persona_file, config.agent.name
-            )
-            # Messages are taken from now on; their turns wait for the pipeline.
-            router = Router(
-                store,
-                None,
-                hub,
-                supervisor,
-                max_running=config.server.max_running_turns,
-                max_queued=config.server.max_queued_turns,
-            )
-            webchat = WebchatChannel(
-                router,
-                hub,
-                WebchatLimits(
-                    max_frame_bytes=config.webchat.max_frame_bytes,
-                    max_message_chars=config.webchat.max_message_chars,
-                    rate_per_minute=config.webchat.rate_per_minute,
-                    history_on_connect=config.webchat.history_on_connect,
-                    max_bad_frames_per_minute=config.webchat.max_bad_frames_per_minute,
-                ),
-                agent_name=config.agent.name,
-                brain_name=the_brain.name,
-                link_codes=links,
-                zones=zones,
-                new_people=NewPeopleLimit(
-                    config.webchat.new_people_per_hour, config.webchat.new_people_burst
-                )
-                if config.webchat.new_people_per_hour > 0
-                else None,
-            )
-            if config.voice.enabled:
-                voice = VoiceService.from_config(config)
-            app[VOICE_ENDPOINT] = VoiceEndpoint(
-                router, hub, voice, AudioFiles.from_config(config), config.voice
-            )
-            if config.telegram.enabled:
-                # Imported only when used: python-telegram-bot takes ~1 s to import.
-                from channels.telegram import TelegramChannel, TelegramSettings
-                from channels.telegram_text import persona_summary
-
-                telegram = TelegramChannel(
-                    TelegramSettings.from_config(config),
-                    router,
-                    hub,
-                    links,
-                    agent_name=config.agent.name,
-                    persona_summary=persona_summary(persona_text),
-                    voice=voice,
-                    zones=zones,
-                )
-                # Returns at once: connecting (and retrying) runs in the background.
-                await telegram.start()
-            gateway = app[GATEWAY] = Gateway(
-                config,
-                store,
-                the_brain,
-                hub,
-                supervisor,
-                router,
-                webchat,
-                voice=voice,
-                links=links,
-                telegram=telegram,
-                zones=zones,
-            )
-            warm_up = _warm_up(app, gateway, persona_text, embedder, load)
-            if _loads_models(config, embedder):
-                supervisor.spawn("warm-up", warm_up)
-            else:
-                # Nothing slow to wait for: ready before the first request.
-                await warm_up
+        # Each part registers its close as it opens: teardown runs in reverse, and a
+        # failed start closes exactly what had opened.
+        async with AsyncExitStack() as parts:
+            await _open(app, parts, config, brain, embedder, load)
             yield
-            # on_shutdown already stopped input and closed the sockets.
-            await router.drain(config.server.shutdown_grace_s)
-            await supervisor.aclose()
-        finally:
-            if telegram is not None:
-                # After the drain, so the replies of the last turns still go out.
-                await telegram.aclose(config.server.shutdown_grace_s)
-            await supervisor.aclose()
-            if voice is not None:
-                await voice.aclose()
-            if gateway is not None and gateway.memory is not None:
-                # After the upkeep task stopped: index files are written last.
-                await gateway.memory.aclose()
-            await the_brain.aclose()
-            await store.close()
 
     async def on_shutdown(app: web.Application) -> None:
         gateway = app.get(GATEWAY)
@@ -250,8 +133,6 @@ def create_app(
             if gateway.telegram is not None:
                 await gateway.telegram.stop_input()
 
-    app.cleanup_ctx.append(hold_data_dir)
-    app.cleanup_ctx.append(hold_database)
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/", chat_page)
@@ -266,6 +147,147 @@ def create_app(
     return app
 
 
+async def _open(
+    app: web.Application,
+    parts: AsyncExitStack,
+    config: Config,
+    brain: Brain | None,
+    embedder: Embedder | None,
+    load: Callable[[MemoryConfig], Embedder],
+) -> None:
+    """Open every part in order, each pushing its close onto ``parts``.
+
+    The closes therefore run: the turns drain (``server.shutdown_grace_s``) and
+    the tasks stop, Telegram sends its last replies, the voice models unload, the
+    memory layer writes its index files (after the upkeep task stopped), the brain
+    and the store close, the database and the data directory are let go.
+    """
+    # First in, last out: held from before the store opens until the index files
+    # are written at the end.
+    parts.enter_context(DataDirLock(config.data_dir))
+
+    def lost(error: DatabaseInUse) -> None:
+        stop = app.get(STOP_ON_LOST_DATABASE)
+        if stop is not None:
+            stop(error)
+
+    # Another data directory may be configured with the same database (store.url):
+    # held from before the store opens (a second gateway must not migrate it under
+    # the first) until after it closes.
+    await parts.enter_async_context(
+        claim_database(config.database_url, config.store.lock_check_s, on_lost=lost)
+    )
+    store = Store(
+        config.database_url, echo=config.store.echo, read_sessions=config.store.read_sessions
+    )
+    await store.open()
+    parts.push_async_callback(store.close)
+    the_brain = brain if brain is not None else build_brain(config)
+    parts.push_async_callback(the_brain.aclose)
+    # What the warm-up builds (the memory layer) closes here: after the tasks
+    # stopped (the upkeep task among them), before the brain and the store.
+    warmed = await parts.enter_async_context(AsyncExitStack())
+    voice: VoiceService | None = None
+    if config.voice.enabled:
+        voice = VoiceService.from_config(config)
+        # After the tasks stopped: voice.preload runs as one.
+        parts.push_async_callback(voice.aclose)
+    supervisor = TaskSupervisor()
+    parts.push_async_callback(supervisor.aclose)
+    failed = await fail_unfinished_turns(store)
+    if failed:
+        log.warning("%d turns were interrupted by the last stop; marked failed", failed)
+    await apply_config_links(store, config.links.people)
+    links = LinkCodes(store, config.links)
+    hub = ConversationHub()
+    hub.subscribe_stages(app[METRICS].observe)
+    # Each person's time zone: their own once a page reported it, else agent.timezone.
+    zones = PersonZones(store, config.zone)
+    # Read once: the prompt, Telegram's /start and the panel all use this text.
+    persona_text = await asyncio.to_thread(
+        load_persona, config.agent.persona_file, config.agent.name
+    )
+    # Messages are taken from now on; their turns wait for the pipeline.
+    router = Router(
+        store,
+        None,
+        hub,
+        supervisor,
+        max_running=config.server.max_running_turns,
+        max_queued=config.server.max_queued_turns,
+    )
+    webchat = WebchatChannel(
+        router,
+        hub,
+        WebchatLimits(
+            max_frame_bytes=config.webchat.max_frame_bytes,
+            max_message_chars=config.webchat.max_message_chars,
+            rate_per_minute=config.webchat.rate_per_minute,
+            history_on_connect=config.webchat.history_on_connect,
+            max_bad_frames_per_minute=config.webchat.max_bad_frames_per_minute,
+        ),
+        agent_name=config.agent.name,
+        brain_name=the_brain.name,
+        link_codes=links,
+        zones=zones,
+        new_people=NewPeopleLimit(
+            config.webchat.new_people_per_hour, config.webchat.new_people_burst
+        )
+        if config.webchat.new_people_per_hour > 0
+        else None,
+    )
+    app[VOICE_ENDPOINT] = VoiceEndpoint(
+        router, hub, voice, AudioFiles.from_config(config), config.voice
+    )
+    telegram: TelegramChannel | None = None
+    if config.telegram.enabled:
+        # Imported only when used: python-telegram-bot takes ~1 s to import.
+        from channels.telegram import TelegramChannel, TelegramSettings
+        from channels.telegram_text import persona_summary
+
+        telegram = TelegramChannel(
+            TelegramSettings.from_config(config),
+            router,
+            hub,
+            links,
+            agent_name=config.agent.name,
+            persona_summary=persona_summary(persona_text),
+            voice=voice,
+            zones=zones,
+        )
+        # After the drain, so the replies of the last turns still go out.
+        parts.push_async_callback(telegram.aclose, config.server.shutdown_grace_s)
+        # Returns at once: connecting (and retrying) runs in the background.
+        await telegram.start()
+    gateway = app[GATEWAY] = Gateway(
+        config,
+        store,
+        the_brain,
+        hub,
+        supervisor,
+        router,
+        webchat,
+        voice=voice,
+        links=links,
+        telegram=telegram,
+        zones=zones,
+        persona_text=persona_text,
+    )
+
+    async def finish_turns() -> None:
+        # on_shutdown already stopped input and closed the sockets.
+        await router.drain(config.server.shutdown_grace_s)
+        await supervisor.aclose()
+
+    parts.push_async_callback(finish_turns)
+    warm_up = _warm_up(app, gateway, warmed, embedder, load)
+    if _loads_models(config, embedder):
+        supervisor.spawn("warm-up", warm_up)
+    else:
+        # Nothing slow to wait for: ready before the first request.
+        await warm_up
+
+
 def _loads_models(config: Config, embedder: Embedder | None) -> bool:
     """Whether the start has models to load (then the app serves while they do)."""
     loads_embedder = (
@@ -277,7 +299,7 @@ def _loads_models(config: Config, embedder: Embedder | None) -> bool:
 async def _warm_up(
     app: web.Application,
     gateway: Gateway,
-    persona_text: str,
+    warmed: AsyncExitStack,
     embedder: Embedder | None,
     load: Callable[[MemoryConfig], Embedder],
 ) -> None:
@@ -295,6 +317,8 @@ async def _warm_up(
             service = gateway.memory = await MemoryService.start(
                 store, config, embedder=embedder, zones=gateway.zones, loader=load
             )
+            # Closed after the tasks stopped: the index files are written last.
+            warmed.push_async_callback(service.aclose)
             memory_pack = MemoryPackStage(
                 service,
                 config.memory.history_tokens,
@@ -312,7 +336,7 @@ async def _warm_up(
             store,
             gateway.brain,
             supervisor,
-            persona_text=persona_text,
+            persona_text=gateway.persona_text,
             sink=MemorySink(memory) if memory is not None else None,
             zones=gateway.zones,
             # The local judge compares replies with the exemplars in the same vectors.
@@ -327,6 +351,7 @@ async def _warm_up(
                     memory_pack,
                     gateway.zones,
                     OfflineNoticeStage(store) if gateway.brain.name == "offline" else None,
+                    persona=gateway.persona_text,
                 ),
                 *(persona_loop.context_stages if config.persona.enabled else []),
             ],
@@ -379,12 +404,16 @@ async def _warm_up(
 
 
 async def chat_page(request: web.Request) -> web.StreamResponse:
-    page = resources.files("web").joinpath("templates", "chat.html").read_text(encoding="utf-8")
     gateway = request.app[GATEWAY]
+    # The panel's environment: autoescaped, so the agent's name is text, never markup.
     page = (
-        page.replace("{{agent_name}}", _html_escape(gateway.config.agent.name))
-        .replace("{{voice_enabled}}", "on" if gateway.config.voice.enabled else "off")
-        .replace("{{voice_max_seconds}}", f"{gateway.config.voice.max_seconds:g}")
+        request.app[TEMPLATES]
+        .get_template("chat.html")
+        .render(
+            agent_name=gateway.config.agent.name,
+            voice_enabled="on" if gateway.config.voice.enabled else "off",
+            voice_max_seconds=f"{gateway.config.voice.max_seconds:g}",
+        )
     )
     response = web.Response(text=page, content_type="text/html")
     token = request.query.get("token")
@@ -392,12 +421,6 @@ async def chat_page(request: web.Request) -> web.StreamResponse:
         # Keep the token in a cookie so the page's own requests carry it.
         response.set_cookie(guard.TOKEN_COOKIE, token, httponly=True, samesite="Strict")
     return response
-
-
-def _html_escape(text: str) -> str:
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    )
 
 
 async def websocket(request: web.Request) -> web.StreamResponse:

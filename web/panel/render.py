@@ -40,9 +40,16 @@ NAV = (
 
 
 def setup_templates(app: web.Application, zone: tzinfo = UTC) -> None:
-    """The panel's templates; times shown in ``zone`` (the people's, ``agent.timezone``)."""
+    """The panel's templates, and the chat page's (``chat.html``); times shown in
+    ``zone`` (the people's, ``agent.timezone``)."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("web", "templates/panel"),
+        # The panel's pages by their own names, then the chat page beside them.
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.PackageLoader("web", "templates/panel"),
+                jinja2.PackageLoader("web", "templates"),
+            ]
+        ),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
