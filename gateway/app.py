@@ -118,12 +118,134 @@ def create_app(
     # Host names, origins, the access token and the security headers.
     guard.install(app, config)
 
+    def lost(error: DatabaseInUse) -> None:
+        stop = app.get(STOP_ON_LOST_DATABASE)
+        if stop is not None:
+            stop(error)
+
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        # Each part registers its close as it opens: teardown runs in reverse, and a
-        # failed start closes exactly what had opened.
+        # Each part pushes its close as it opens: teardown is the start-up read
+        # backwards, and a start that fails half-way closes exactly what had opened.
         async with AsyncExitStack() as parts:
-            await _open(app, parts, config, brain, embedder, load)
+            # First in, last out: held from before the store opens until the index
+            # files are written at the end.
+            parts.enter_context(DataDirLock(config.data_dir))
+            # Another data directory may be configured with the same database
+            # (store.url): held from before the store opens (a second gateway must not
+            # migrate it under the first) until after it closes.
+            await parts.enter_async_context(
+                claim_database(config.database_url, config.store.lock_check_s, on_lost=lost)
+            )
+            store = Store(
+                config.database_url,
+                echo=config.store.echo,
+                read_sessions=config.store.read_sessions,
+            )
+            await store.open()
+            parts.push_async_callback(store.close)
+            the_brain = brain if brain is not None else build_brain(config)
+            parts.push_async_callback(the_brain.aclose)
+            # What the warm-up builds (the memory layer) closes here: after the tasks
+            # stopped (the upkeep task among them: the index files are written last),
+            # before the brain and the store.
+            warmed = await parts.enter_async_context(AsyncExitStack())
+            voice: VoiceService | None = None
+            if config.voice.enabled:
+                voice = VoiceService.from_config(config)
+                # After the tasks stopped: voice.preload runs as one.
+                parts.push_async_callback(voice.aclose)
+            supervisor = TaskSupervisor()
+            parts.push_async_callback(supervisor.aclose)
+            telegram: TelegramChannel | None = None
+            failed = await fail_unfinished_turns(store)
+            if failed:
+                log.warning("%d turns were interrupted by the last stop; marked failed", failed)
+            await apply_config_links(store, config.links.people)
+            links = LinkCodes(store, config.links)
+            hub = ConversationHub()
+            hub.subscribe_stages(app[METRICS].observe)
+            # Each person's time zone: their own once a page reported it, else agent.timezone.
+            zones = PersonZones(store, config.zone)
+            # Read once: the prompt, Telegram's /start and the panel all use this text.
+            persona_text = await asyncio.to_thread(
+                load_persona, config.agent.persona_file, config.agent.name
+            )
+            # Messages are taken from now on; their turns wait for the pipeline.
+            router = Router(
+                store,
+                None,
+                hub,
+                supervisor,
+                max_running=config.server.max_running_turns,
+                max_queued=config.server.max_queued_turns,
+            )
+            webchat = WebchatChannel(
+                router,
+                hub,
+                WebchatLimits(
+                    max_frame_bytes=config.webchat.max_frame_bytes,
+                    max_message_chars=config.webchat.max_message_chars,
+                    rate_per_minute=config.webchat.rate_per_minute,
+                    history_on_connect=config.webchat.history_on_connect,
+                    max_bad_frames_per_minute=config.webchat.max_bad_frames_per_minute,
+                ),
+                agent_name=config.agent.name,
+                brain_name=the_brain.name,
+                link_codes=links,
+                zones=zones,
+                new_people=NewPeopleLimit(
+                    config.webchat.new_people_per_hour, config.webchat.new_people_burst
+                )
+                if config.webchat.new_people_per_hour > 0
+                else None,
+            )
+            app[VOICE_ENDPOINT] = VoiceEndpoint(
+                router, hub, voice, AudioFiles.from_config(config), config.voice
+            )
+            if config.telegram.enabled:
+                # Imported only when used: python-telegram-bot takes ~1 s to import.
+                from channels.telegram import TelegramChannel, TelegramSettings
+                from channels.telegram_text import persona_summary
+
+                telegram = TelegramChannel(
+                    TelegramSettings.from_config(config),
+                    router,
+                    hub,
+                    links,
+                    agent_name=config.agent.name,
+                    persona_summary=persona_summary(persona_text),
+                    voice=voice,
+                    zones=zones,
+                )
+                # After the drain, so the replies of the last turns still go out.
+                parts.push_async_callback(telegram.aclose, config.server.shutdown_grace_s)
+                # Returns at once: connecting (and retrying) runs in the background.
+                await telegram.start()
+            gateway = app[GATEWAY] = Gateway(
+                config,
+                store,
+                the_brain,
+                hub,
+                supervisor,
+                router,
+                webchat,
+                voice=voice,
+                links=links,
+                telegram=telegram,
+                zones=zones,
+                persona_text=persona_text,
+            )
+            warm_up = _warm_up(app, gateway, warmed, embedder, load)
+            if _loads_models(config, embedder):
+                supervisor.spawn("warm-up", warm_up)
+            else:
+                # Nothing slow to wait for: ready before the first request.
+                await warm_up
             yield
+            # on_shutdown already stopped input and closed the sockets. Then the
+            # closes run, in reverse: Telegram, the tasks, voice, memory, brain, store.
+            await router.drain(config.server.shutdown_grace_s)
+            await supervisor.aclose()
 
     async def on_shutdown(app: web.Application) -> None:
         gateway = app.get(GATEWAY)
@@ -145,147 +267,6 @@ def create_app(
     add_panel_routes(app, config.zone)
     app.router.add_static("/static", str(resources.files("web").joinpath("static")))
     return app
-
-
-async def _open(
-    app: web.Application,
-    parts: AsyncExitStack,
-    config: Config,
-    brain: Brain | None,
-    embedder: Embedder | None,
-    load: Callable[[MemoryConfig], Embedder],
-) -> None:
-    """Open every part in order, each pushing its close onto ``parts``.
-
-    The closes therefore run: the turns drain (``server.shutdown_grace_s``) and
-    the tasks stop, Telegram sends its last replies, the voice models unload, the
-    memory layer writes its index files (after the upkeep task stopped), the brain
-    and the store close, the database and the data directory are let go.
-    """
-    # First in, last out: held from before the store opens until the index files
-    # are written at the end.
-    parts.enter_context(DataDirLock(config.data_dir))
-
-    def lost(error: DatabaseInUse) -> None:
-        stop = app.get(STOP_ON_LOST_DATABASE)
-        if stop is not None:
-            stop(error)
-
-    # Another data directory may be configured with the same database (store.url):
-    # held from before the store opens (a second gateway must not migrate it under
-    # the first) until after it closes.
-    await parts.enter_async_context(
-        claim_database(config.database_url, config.store.lock_check_s, on_lost=lost)
-    )
-    store = Store(
-        config.database_url, echo=config.store.echo, read_sessions=config.store.read_sessions
-    )
-    await store.open()
-    parts.push_async_callback(store.close)
-    the_brain = brain if brain is not None else build_brain(config)
-    parts.push_async_callback(the_brain.aclose)
-    # What the warm-up builds (the memory layer) closes here: after the tasks
-    # stopped (the upkeep task among them), before the brain and the store.
-    warmed = await parts.enter_async_context(AsyncExitStack())
-    voice: VoiceService | None = None
-    if config.voice.enabled:
-        voice = VoiceService.from_config(config)
-        # After the tasks stopped: voice.preload runs as one.
-        parts.push_async_callback(voice.aclose)
-    supervisor = TaskSupervisor()
-    parts.push_async_callback(supervisor.aclose)
-    failed = await fail_unfinished_turns(store)
-    if failed:
-        log.warning("%d turns were interrupted by the last stop; marked failed", failed)
-    await apply_config_links(store, config.links.people)
-    links = LinkCodes(store, config.links)
-    hub = ConversationHub()
-    hub.subscribe_stages(app[METRICS].observe)
-    # Each person's time zone: their own once a page reported it, else agent.timezone.
-    zones = PersonZones(store, config.zone)
-    # Read once: the prompt, Telegram's /start and the panel all use this text.
-    persona_text = await asyncio.to_thread(
-        load_persona, config.agent.persona_file, config.agent.name
-    )
-    # Messages are taken from now on; their turns wait for the pipeline.
-    router = Router(
-        store,
-        None,
-        hub,
-        supervisor,
-        max_running=config.server.max_running_turns,
-        max_queued=config.server.max_queued_turns,
-    )
-    webchat = WebchatChannel(
-        router,
-        hub,
-        WebchatLimits(
-            max_frame_bytes=config.webchat.max_frame_bytes,
-            max_message_chars=config.webchat.max_message_chars,
-            rate_per_minute=config.webchat.rate_per_minute,
-            history_on_connect=config.webchat.history_on_connect,
-            max_bad_frames_per_minute=config.webchat.max_bad_frames_per_minute,
-        ),
-        agent_name=config.agent.name,
-        brain_name=the_brain.name,
-        link_codes=links,
-        zones=zones,
-        new_people=NewPeopleLimit(
-            config.webchat.new_people_per_hour, config.webchat.new_people_burst
-        )
-        if config.webchat.new_people_per_hour > 0
-        else None,
-    )
-    app[VOICE_ENDPOINT] = VoiceEndpoint(
-        router, hub, voice, AudioFiles.from_config(config), config.voice
-    )
-    telegram: TelegramChannel | None = None
-    if config.telegram.enabled:
-        # Imported only when used: python-telegram-bot takes ~1 s to import.
-        from channels.telegram import TelegramChannel, TelegramSettings
-        from channels.telegram_text import persona_summary
-
-        telegram = TelegramChannel(
-            TelegramSettings.from_config(config),
-            router,
-            hub,
-            links,
-            agent_name=config.agent.name,
-            persona_summary=persona_summary(persona_text),
-            voice=voice,
-            zones=zones,
-        )
-        # After the drain, so the replies of the last turns still go out.
-        parts.push_async_callback(telegram.aclose, config.server.shutdown_grace_s)
-        # Returns at once: connecting (and retrying) runs in the background.
-        await telegram.start()
-    gateway = app[GATEWAY] = Gateway(
-        config,
-        store,
-        the_brain,
-        hub,
-        supervisor,
-        router,
-        webchat,
-        voice=voice,
-        links=links,
-        telegram=telegram,
-        zones=zones,
-        persona_text=persona_text,
-    )
-
-    async def finish_turns() -> None:
-        # on_shutdown already stopped input and closed the sockets.
-        await router.drain(config.server.shutdown_grace_s)
-        await supervisor.aclose()
-
-    parts.push_async_callback(finish_turns)
-    warm_up = _warm_up(app, gateway, warmed, embedder, load)
-    if _loads_models(config, embedder):
-        supervisor.spawn("warm-up", warm_up)
-    else:
-        # Nothing slow to wait for: ready before the first request.
-        await warm_up
 
 
 def _loads_models(config: Config, embedder: Embedder | None) -> bool:
