@@ -43,7 +43,6 @@ from telegram.constants import ChatAction, ChatType
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 
-from channels.base import Inbound, TurnEvent, TurnEventKind
 from channels.telegram_send import (
     ChatSender,
     Outgoing,
@@ -76,6 +75,7 @@ from gateway.errors import (
 )
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
+from gateway.messages import Inbound, TurnEvent, TurnEventKind
 from gateway.router import Router
 from gateway.store.repo import Address, count_refusal
 from gateway.supervisor import TaskSupervisor

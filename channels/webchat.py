@@ -79,11 +79,11 @@ from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from channels.base import Inbound, TurnEvent, TurnEventKind
 from channels.new_people import NewPeopleLimit, is_loopback_peer
 from gateway.errors import AgentGWError, FrameTooLarge, InputError, MalformedFrame, RateLimited
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
+from gateway.messages import Inbound, TurnEvent, TurnEventKind
 from gateway.router import Router
 from gateway.store.repo import Address, HistoryEntry, StoredInbound, conversation_history
 from gateway.untrusted import MAX_ID, loads, store_id

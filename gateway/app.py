@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +29,9 @@ from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes, apply_config_links
 from gateway.metrics import METRICS, add_observability_routes
 from gateway.pipeline import PipelineSettings, TurnPipeline
-from gateway.proactive import ProactiveNotifier
 from gateway.prompt import AfterTurnStage, ContextStage
 from gateway.router import Router
+from gateway.runtime import GATEWAY, Gateway
 from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
@@ -40,13 +40,16 @@ from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
+from memory.triggers.proactive import ProactiveNotifier
 from memory.triggers.stages import TodayStage, TriggerScanStage, TriggerSettings
 from persona.lessons.stages import build_lesson_loop
 from persona.observation.sink import MemorySink
-from persona.stages import PersonaLoop, build_persona_loop
+from persona.stages import build_persona_loop
 from voice.files import AudioFiles
 from voice.service import VoiceService
 from web import guard
+from web.panel import add_panel_routes
+from web.panel.render import TEMPLATES
 from web.voice_api import VOICE_ENDPOINT, VoiceEndpoint, add_voice_routes
 
 if TYPE_CHECKING:
@@ -55,36 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Gateway:
-    """The running parts, reachable from handlers through ``GATEWAY``."""
-
-    config: Config
-    store: Store
-    brain: Brain
-    hub: ConversationHub
-    supervisor: TaskSupervisor
-    router: Router
-    webchat: WebchatChannel
-    # Built once the models loaded (see ``create_app``); until then turns wait, stored.
-    pipeline: TurnPipeline | None = None
-    # None when voice.enabled is false; models load on first use or with voice.preload.
-    voice: VoiceService | None = None
-    links: LinkCodes | None = None
-    # None unless telegram.enabled.
-    telegram: TelegramChannel | None = None
-    # PersonaState versions, observations, SyncScores and anchors (issue 4).
-    persona: PersonaLoop | None = None
-    # Memory items, the Memory Pack and its traces (issue 3); None when memory.enabled is false.
-    memory: MemoryService | None = None
-    # Each person's time zone (gateway/zones.py).
-    zones: PersonZones | None = None
-    # Set once the models loaded and turns run (and voice.preload finished): /healthz
-    # says "starting" until then, while messages are already taken and stored.
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-GATEWAY = web.AppKey("gateway", Gateway)
 # How the process stops when another gateway took its database (set by `agentgw run`;
 # without it, as in tests, the loss is only logged).
 STOP_ON_LOST_DATABASE: web.AppKey[Callable[[DatabaseInUse], None]] = web.AppKey(
@@ -104,8 +77,10 @@ def build_stages(
     memory_pack: MemoryPackStage | None = None,
     zones: PersonZones | None = None,
     offline: OfflineNoticeStage | None = None,
+    *,
+    persona: str,
 ) -> list[ContextStage]:
-    persona = load_persona(config.agent.persona_file, config.agent.name)
+    """The core's context stages; ``persona`` is the persona file's text, read once."""
     clock = ClockStage(zones if zones is not None else PersonZones(None, config.zone))
     # Only the offline brain reads whether its notice was given (one query a turn).
     extra: list[ContextStage] = [offline] if offline is not None else []
@@ -146,35 +121,45 @@ def create_app(
     # Host names, origins, the access token and the security headers.
     guard.install(app, config)
 
-    async def hold_data_dir(app: web.Application) -> AsyncIterator[None]:
-        # First in, last out: held from before the store opens until the index files
-        # are written at the end.
-        with DataDirLock(config.data_dir):
-            yield
-
-    async def hold_database(app: web.Application) -> AsyncIterator[None]:
-        # Another data directory may be configured with the same database (store.url):
-        # held from before the store opens (a second gateway must not migrate it
-        # under the first) until after it closes.
-        def lost(error: DatabaseInUse) -> None:
-            stop = app.get(STOP_ON_LOST_DATABASE)
-            if stop is not None:
-                stop(error)
-
-        async with claim_database(config.database_url, config.store.lock_check_s, on_lost=lost):
-            yield
+    def lost(error: DatabaseInUse) -> None:
+        stop = app.get(STOP_ON_LOST_DATABASE)
+        if stop is not None:
+            stop(error)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        store = Store(
-            config.database_url, echo=config.store.echo, read_sessions=config.store.read_sessions
-        )
-        await store.open()
-        supervisor = TaskSupervisor()
-        the_brain = brain if brain is not None else build_brain(config)
-        voice: VoiceService | None = None
-        telegram: TelegramChannel | None = None
-        gateway: Gateway | None = None
-        try:
+        # Each part pushes its close as it opens: teardown is the start-up read
+        # backwards, and a start that fails half-way closes exactly what had opened.
+        async with AsyncExitStack() as parts:
+            # First in, last out: held from before the store opens until the index
+            # files are written at the end.
+            parts.enter_context(DataDirLock(config.data_dir))
+            # Another data directory may be configured with the same database
+            # (store.url): held from before the store opens (a second gateway must not
+            # migrate it under the first) until after it closes.
+            await parts.enter_async_context(
+                claim_database(config.database_url, config.store.lock_check_s, on_lost=lost)
+            )
+            store = Store(
+                config.database_url,
+                echo=config.store.echo,
+                read_sessions=config.store.read_sessions,
+            )
+            await store.open()
+            parts.push_async_callback(store.close)
+            the_brain = brain if brain is not None else build_brain(config)
+            parts.push_async_callback(the_brain.aclose)
+            # What the warm-up builds (the memory layer) closes here: after the tasks
+            # stopped (the upkeep task among them: the index files are written last),
+            # before the brain and the store.
+            warmed = await parts.enter_async_context(AsyncExitStack())
+            voice: VoiceService | None = None
+            if config.voice.enabled:
+                voice = VoiceService.from_config(config)
+                # After the tasks stopped: voice.preload runs as one.
+                parts.push_async_callback(voice.aclose)
+            supervisor = TaskSupervisor()
+            parts.push_async_callback(supervisor.aclose)
+            telegram: TelegramChannel | None = None
             failed = await fail_unfinished_turns(store)
             if failed:
                 log.warning("%d turns were interrupted by the last stop; marked failed", failed)
@@ -184,6 +169,7 @@ def create_app(
             hub.subscribe_stages(app[METRICS].observe)
             # Each person's time zone: their own once a page reported it, else agent.timezone.
             zones = PersonZones(store, config.zone)
+            # Read once: the prompt, Telegram's /start and the panel all use this text.
             persona_text = await asyncio.to_thread(
                 load_persona, config.agent.persona_file, config.agent.name
             )
@@ -216,8 +202,6 @@ def create_app(
                 if config.webchat.new_people_per_hour > 0
                 else None,
             )
-            if config.voice.enabled:
-                voice = VoiceService.from_config(config)
             app[VOICE_ENDPOINT] = VoiceEndpoint(
                 router, hub, voice, AudioFiles.from_config(config), config.voice
             )
@@ -236,6 +220,8 @@ def create_app(
                     voice=voice,
                     zones=zones,
                 )
+                # After the drain, so the replies of the last turns still go out.
+                parts.push_async_callback(telegram.aclose, config.server.shutdown_grace_s)
                 # Returns at once: connecting (and retrying) runs in the background.
                 await telegram.start()
             gateway = app[GATEWAY] = Gateway(
@@ -250,29 +236,19 @@ def create_app(
                 links=links,
                 telegram=telegram,
                 zones=zones,
+                persona_text=persona_text,
             )
-            warm_up = _warm_up(app, gateway, persona_text, embedder, load)
+            warm_up = _warm_up(app, gateway, warmed, embedder, load)
             if _loads_models(config, embedder):
                 supervisor.spawn("warm-up", warm_up)
             else:
                 # Nothing slow to wait for: ready before the first request.
                 await warm_up
             yield
-            # on_shutdown already stopped input and closed the sockets.
+            # on_shutdown already stopped input and closed the sockets. Then the
+            # closes run, in reverse: Telegram, the tasks, voice, memory, brain, store.
             await router.drain(config.server.shutdown_grace_s)
             await supervisor.aclose()
-        finally:
-            if telegram is not None:
-                # After the drain, so the replies of the last turns still go out.
-                await telegram.aclose(config.server.shutdown_grace_s)
-            await supervisor.aclose()
-            if voice is not None:
-                await voice.aclose()
-            if gateway is not None and gateway.memory is not None:
-                # After the upkeep task stopped: index files are written last.
-                await gateway.memory.aclose()
-            await the_brain.aclose()
-            await store.close()
 
     async def on_shutdown(app: web.Application) -> None:
         gateway = app.get(GATEWAY)
@@ -282,8 +258,6 @@ def create_app(
             if gateway.telegram is not None:
                 await gateway.telegram.stop_input()
 
-    app.cleanup_ctx.append(hold_data_dir)
-    app.cleanup_ctx.append(hold_database)
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/", chat_page)
@@ -293,9 +267,6 @@ def create_app(
     if config.telegram.enabled and config.telegram.mode == "webhook":
         app.router.add_post(config.telegram.webhook_path, telegram_webhook)
     add_voice_routes(app)
-    # Imported here: the panel's modules import GATEWAY from this one.
-    from web.panel import add_panel_routes
-
     add_panel_routes(app, config.zone)
     app.router.add_static("/static", str(resources.files("web").joinpath("static")))
     return app
@@ -312,7 +283,7 @@ def _loads_models(config: Config, embedder: Embedder | None) -> bool:
 async def _warm_up(
     app: web.Application,
     gateway: Gateway,
-    persona_text: str,
+    warmed: AsyncExitStack,
     embedder: Embedder | None,
     load: Callable[[MemoryConfig], Embedder],
 ) -> None:
@@ -330,6 +301,8 @@ async def _warm_up(
             service = gateway.memory = await MemoryService.start(
                 store, config, embedder=embedder, zones=gateway.zones, loader=load
             )
+            # Closed after the tasks stopped: the index files are written last.
+            warmed.push_async_callback(service.aclose)
             memory_pack = MemoryPackStage(
                 service,
                 config.memory.history_tokens,
@@ -347,7 +320,7 @@ async def _warm_up(
             store,
             gateway.brain,
             supervisor,
-            persona_text=persona_text,
+            persona_text=gateway.persona_text,
             sink=MemorySink(memory) if memory is not None else None,
             zones=gateway.zones,
             # The local judge compares replies with the exemplars in the same vectors.
@@ -377,6 +350,7 @@ async def _warm_up(
                     memory_pack,
                     gateway.zones,
                     OfflineNoticeStage(store) if gateway.brain.name == "offline" else None,
+                    persona=gateway.persona_text,
                 ),
                 *([lessons.context_stage] if lessons is not None else []),
                 *trigger_stages,
@@ -461,12 +435,16 @@ def _trigger_stages(gateway: Gateway) -> tuple[list[ContextStage], list[AfterTur
 
 
 async def chat_page(request: web.Request) -> web.StreamResponse:
-    page = resources.files("web").joinpath("templates", "chat.html").read_text(encoding="utf-8")
     gateway = request.app[GATEWAY]
+    # The panel's environment: autoescaped, so the agent's name is text, never markup.
     page = (
-        page.replace("{{agent_name}}", _html_escape(gateway.config.agent.name))
-        .replace("{{voice_enabled}}", "on" if gateway.config.voice.enabled else "off")
-        .replace("{{voice_max_seconds}}", f"{gateway.config.voice.max_seconds:g}")
+        request.app[TEMPLATES]
+        .get_template("chat.html")
+        .render(
+            agent_name=gateway.config.agent.name,
+            voice_enabled="on" if gateway.config.voice.enabled else "off",
+            voice_max_seconds=f"{gateway.config.voice.max_seconds:g}",
+        )
     )
     response = web.Response(text=page, content_type="text/html")
     token = request.query.get("token")
@@ -474,12 +452,6 @@ async def chat_page(request: web.Request) -> web.StreamResponse:
         # Keep the token in a cookie so the page's own requests carry it.
         response.set_cookie(guard.TOKEN_COOKIE, token, httponly=True, samesite="Strict")
     return response
-
-
-def _html_escape(text: str) -> str:
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    )
 
 
 async def websocket(request: web.Request) -> web.StreamResponse:

@@ -7,8 +7,8 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from channels.base import TurnEvent, TurnEventKind
 from gateway.events import StageEvent
+from gateway.messages import TurnEvent, TurnEventKind
 
 log = logging.getLogger(__name__)
 

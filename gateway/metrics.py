@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from alembic.runtime.migration import MigrationContext
@@ -28,10 +28,8 @@ from sqlalchemy import Connection, func, select
 from gateway.brains import resolve_kind
 from gateway.errors import AgentGWError
 from gateway.events import StageEvent, StageKind, StagePhase
+from gateway.runtime import GATEWAY, Gateway
 from gateway.store.db import alembic_config
-
-if TYPE_CHECKING:
-    from gateway.app import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +180,6 @@ METRICS = web.AppKey("metrics", GatewayMetrics)
 
 def add_observability_routes(app: web.Application) -> GatewayMetrics:
     """``/metrics`` and ``/readyz``; the caller subscribes ``observe`` to the hub."""
-    from gateway.app import GATEWAY
-
     metrics = app[METRICS] = GatewayMetrics(lambda: app.get(GATEWAY))
 
     async def serve_metrics(request: web.Request) -> web.Response:

@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
 from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout, EmptyReply
 from gateway.events import LogIds, StageEvent, StageKind, StagePhase, in_stage, in_turn
 from gateway.hub import ConversationHub
+from gateway.messages import TurnEvent, TurnEventKind
 from gateway.prompt import (
     AfterTurnStage,
     ContextStage,

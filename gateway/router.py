@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from channels.base import Inbound, TurnEvent, TurnEventKind
 from gateway.errors import AgentGWError, InputError
 from gateway.hub import ConversationHub
+from gateway.messages import Inbound, TurnEvent, TurnEventKind
 from gateway.pipeline import TurnPipeline
 from gateway.store import Store, TurnStatus
 from gateway.store.repo import (

@@ -20,10 +20,11 @@ from alembic import command
 from playwright.async_api import Browser, Page, async_playwright
 from sqlalchemy import Connection, create_engine, text
 
-from gateway.app import GATEWAY, Gateway, create_app
+from gateway.app import create_app
 from gateway.brains.base import Brain
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
+from gateway.runtime import GATEWAY, Gateway
 from gateway.store import Store
 from gateway.store.db import alembic_config
 

@@ -20,8 +20,9 @@ from aiohttp.test_utils import TestServer
 from numpy.typing import NDArray
 
 from channels.new_people import NewPeopleLimit, is_loopback_peer
-from gateway.app import GATEWAY, create_app
+from gateway.app import create_app
 from gateway.cli import main
+from gateway.runtime import GATEWAY
 from gateway.store import Store
 from gateway.store.repo import Address, find_address, resolve_address
 from memory import repo

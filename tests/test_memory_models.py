@@ -24,11 +24,12 @@ from aiohttp.test_utils import TestServer
 from numpy.typing import NDArray
 from sqlalchemy import select
 
-from gateway.app import GATEWAY, create_app
+from gateway.app import create_app
 from gateway.brains.base import BlockKind, BrainRequest
 from gateway.brains.offline import OfflineBrain
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
+from gateway.runtime import GATEWAY
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo

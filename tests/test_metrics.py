@@ -13,10 +13,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.app import GATEWAY, create_app
+from gateway.app import create_app
 from gateway.brains.scripted import ScriptedBrain
 from gateway.events import StageEvent, StageKind, StagePhase
 from gateway.prompt import TurnContext, TurnOutcome
+from gateway.runtime import GATEWAY
 from gateway.startup import configure_logging
 from gateway.store import Store
 from gateway.store.repo import resolve_address

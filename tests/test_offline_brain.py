@@ -18,10 +18,11 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestServer
 
-from gateway.app import GATEWAY, Gateway, create_app
+from gateway.app import create_app
 from gateway.brains.base import BrainRequest, ChatMessage, Recall, Recollection
 from gateway.brains.offline import HOW_TO, SHORT_NOTE, OfflineBrain
 from gateway.config import Config
+from gateway.runtime import GATEWAY, Gateway
 from memory.commands import asks_about_person
 from tests.conftest import make_config
 

@@ -24,11 +24,12 @@ from aiohttp.test_utils import TestServer
 from numpy.typing import NDArray
 from playwright.async_api import Browser, expect
 
-from gateway.app import GATEWAY, STOP_ON_FAILED_START, create_app
+from gateway.app import STOP_ON_FAILED_START, create_app
 from gateway.bench.gateway_bench import child_environment, free_port
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import MemoryConfig
 from gateway.errors import AgentGWError
+from gateway.runtime import GATEWAY
 from gateway.startup import JsonFormatter, OwnOrWarning
 from memory.errors import EmbeddingUnavailable
 from tests.conftest import make_config, requires_chromium

@@ -15,9 +15,9 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
+from channels.base import TurnEvent, TurnEventKind
 from sqlalchemy import func, select, update
 
-from channels.base import TurnEvent, TurnEventKind
 from gateway.app import build_stages
 from gateway.bench.trigger_cases import HELD_OUT, SENT_ON, TUNE
 from gateway.brains.base import Purpose
@@ -26,7 +26,6 @@ from gateway.config import Config, TriggersConfig
 from gateway.errors import BrainUnavailable, ConfigError
 from gateway.hub import ConversationHub
 from gateway.pipeline import PipelineSettings, TurnPipeline
-from gateway.proactive import ProactiveNotifier
 from gateway.store import MessageRole, Store
 from gateway.store.models import Message, Person
 from gateway.store.repo import Address, resolve_address, store_inbound
@@ -35,6 +34,7 @@ from memory.service import MemoryService
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.triggers.detect import days_ahead
 from memory.triggers.models import Trigger, TriggerStatus
+from memory.triggers.proactive import ProactiveNotifier
 from memory.triggers.stages import TODAY_HEADER, TodayStage, TriggerScanStage
 from tests.conftest import RunningGateway, make_config
 from tests.panel_support import receive_until

@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import select
 
 from gateway.brains.scripted import ScriptedBrain
-from gateway.proactive import ProactiveNotifier
 from gateway.testing.fake_telegram import FakeTelegram
 from memory.triggers.models import Trigger
+from memory.triggers.proactive import ProactiveNotifier
 from tests.test_telegram import (
     ALICE,
     _timedelta_periods,  # noqa: F401  (autouse fixture)

@@ -15,10 +15,10 @@ from aiohttp import web
 from playwright.async_api import Browser, Page, expect
 from sqlalchemy import select
 
-from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.offline import OfflineBrain
 from gateway.config import Config
 from gateway.errors import BrainOverloaded
+from gateway.messages import TurnEvent, TurnEventKind
 from gateway.store import Store
 from gateway.store.models import Person
 from gateway.store.repo import Address, StoredInbound, conversation_history, store_inbound

@@ -65,7 +65,6 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from channels.base import Inbound, TurnEvent, TurnEventKind
 from channels.webchat import CHANNEL
 from gateway.config import VoiceConfig
 from gateway.errors import (
@@ -76,6 +75,7 @@ from gateway.errors import (
     VoiceUnavailable,
 )
 from gateway.hub import ConversationHub
+from gateway.messages import Inbound, TurnEvent, TurnEventKind
 from gateway.router import Router, ShuttingDown
 from gateway.store.repo import Address
 from voice.base import SpeechAudio

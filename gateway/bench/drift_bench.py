@@ -41,13 +41,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from channels.base import Inbound
 from gateway.bench.report import Target, print_verdicts, progress
 from gateway.brains.base import BlockKind, Brain, BrainRequest
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
 from gateway.context import ClockStage, PersonaStage, RecentHistoryStage, load_persona
 from gateway.hub import ConversationHub
+from gateway.messages import Inbound
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.router import Router
 from gateway.store import Store

@@ -32,10 +32,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from gateway.app import GATEWAY, create_app
+from gateway.app import create_app
 from gateway.brains.base import BrainRequest
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
+from gateway.runtime import GATEWAY
 from gateway.tokens import estimate_tokens
 from persona.lessons.book import HEADER
 from persona.lessons.stages import build_book

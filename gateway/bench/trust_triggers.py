@@ -31,6 +31,7 @@ from gateway.app import build_stages
 from gateway.bench.trigger_cases import HELD_OUT, SENT_ON, TUNE, Case
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import load_config
+from gateway.context import load_persona
 from gateway.hub import ConversationHub
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.store import Store
@@ -90,7 +91,15 @@ async def fired_on_day(folder: Path) -> dict[str, Any]:
         pipeline = TurnPipeline(
             store,
             brain,
-            [*build_stages(config, None, zones), TodayStage(store, zones)],
+            [
+                *build_stages(
+                    config,
+                    None,
+                    zones,
+                    persona=load_persona(config.agent.persona_file, config.agent.name),
+                ),
+                TodayStage(store, zones),
+            ],
             ConversationHub(),
             PipelineSettings(max_tokens=200, temperature=None, timeout_s=5, history_max_messages=4),
             after_stages=[TriggerScanStage(store, zones)],

@@ -33,12 +33,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from gateway.app import GATEWAY, create_app
+from gateway.app import create_app
 from gateway.bench.report import at_most, print_verdicts
 from gateway.brains.base import BrainRequest
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
+from gateway.runtime import GATEWAY
 from voice.audio import AudioLimits, decode_audio
 from voice.service import VoiceService
 

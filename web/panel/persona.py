@@ -3,12 +3,10 @@ confirmation, and the versions — diff any two, roll back to one."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from aiohttp import web
 
-from gateway.context import load_persona
 from gateway.errors import InputError
 from persona.models import RuleStatus
 from persona.state import PersonaBook, RuleInfo, VersionInfo
@@ -63,9 +61,8 @@ def _mapped(exc: InputError) -> web.HTTPException:
 async def persona_data(request: web.Request) -> dict[str, Any]:
     gateway = gateway_of(request)
     book = book_of(request)
-    identity = await asyncio.to_thread(
-        load_persona, gateway.config.agent.persona_file, gateway.config.agent.name
-    )
+    # The text the prompt uses: read once at start, as the running gateway has it.
+    identity = gateway.persona_text
     current = await book.current()
     versions = await book.versions()
     rules = await book.rules()

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import jinja2
 from aiohttp import web
 
-from gateway.app import GATEWAY, Gateway
 from gateway.clock import local, zone_name
 from gateway.errors import MalformedFrame
+from gateway.runtime import GATEWAY, Gateway
 from gateway.untrusted import MAX_ID, loads, store_id
 
 TEMPLATES = web.AppKey("panel_templates", jinja2.Environment)
@@ -42,9 +42,16 @@ NAV = (
 
 
 def setup_templates(app: web.Application, zone: tzinfo = UTC) -> None:
-    """The panel's templates; times shown in ``zone`` (the people's, ``agent.timezone``)."""
+    """The panel's templates, and the chat page's (``chat.html``); times shown in
+    ``zone`` (the people's, ``agent.timezone``)."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("web", "templates/panel"),
+        # The panel's pages by their own names, then the chat page beside them.
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.PackageLoader("web", "templates/panel"),
+                jinja2.PackageLoader("web", "templates"),
+            ]
+        ),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 
 from sqlalchemy import insert, select
 
-from channels.base import TurnEvent, TurnEventKind
 from gateway.brains.base import BlockKind, Brain, BrainRequest, ChatMessage, Purpose, SystemBlock
 from gateway.clock import local
 from gateway.config import TriggersConfig
 from gateway.errors import AgentGWError
 from gateway.hub import ConversationHub
+from gateway.messages import TurnEvent, TurnEventKind
 from gateway.store import MessageRole, Store
 from gateway.store.models import Conversation, Identity, Message
 from gateway.tokens import estimate_tokens

@@ -1,8 +1,9 @@
-"""What a channel hands the gateway, and what it gets back.
+"""The core's message types: what a channel hands the gateway, and what it gets back.
 
 A channel turns its native events into ``Inbound`` and subscribes to the
 ``TurnEvent``s of the conversations it serves; it knows nothing of memory or
-prompts.
+prompts. They live in the core (not in ``channels/``) so the router, the hub and
+the pipeline never import a channel (docs/DESIGN.md, "Layers").
 """
 
 from __future__ import annotations
