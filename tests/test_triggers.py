@@ -15,7 +15,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
-from channels.base import TurnEvent, TurnEventKind
 from sqlalchemy import func, select, update
 
 from gateway.app import build_stages
@@ -23,8 +22,10 @@ from gateway.bench.trigger_cases import HELD_OUT, SENT_ON, TUNE
 from gateway.brains.base import Purpose
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, TriggersConfig
+from gateway.context import load_persona
 from gateway.errors import BrainUnavailable, ConfigError
 from gateway.hub import ConversationHub
+from gateway.messages import TurnEvent, TurnEventKind
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.store import MessageRole, Store
 from gateway.store.models import Message, Person
@@ -66,7 +67,10 @@ async def harness(config: Config, store: Store) -> AsyncIterator[Harness]:
     pipeline = TurnPipeline(
         store,
         brain,
-        [*build_stages(config, pack, zones), TodayStage(store, zones)],
+        [
+            *build_stages(config, pack, zones, persona=load_persona("", config.agent.name)),
+            TodayStage(store, zones),
+        ],
         hub,
         PipelineSettings(max_tokens=200, temperature=None, timeout_s=5, history_max_messages=4),
         after_stages=[MemoryIngestStage(service, pack), TriggerScanStage(store, zones)],
