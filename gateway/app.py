@@ -35,8 +35,11 @@ from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
+from gateway.upkeep_metrics import run_calendar
 from gateway.zones import PersonZones
 from memory.embed import Embedder
+from memory.jobs.calendar import UpkeepCalendar
+from memory.jobs.registry import job_bodies
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from persona.observation.sink import MemorySink
@@ -76,6 +79,8 @@ class Gateway:
     memory: MemoryService | None = None
     # Each person's time zone (gateway/zones.py).
     zones: PersonZones | None = None
+    # The upkeep calendar (memory/jobs/calendar.py); None when memory.enabled is false.
+    upkeep: UpkeepCalendar | None = None
     # Set once the models loaded and turns run (and voice.preload finished): /healthz
     # says "starting" until then, while messages are already taken and stored.
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -334,7 +339,18 @@ async def _warm_up(
                 about_person_items=config.memory.about_person_items,
             )
             memory_after = [MemoryIngestStage(service, memory_pack)]
-            supervisor.spawn("memory-upkeep", service.upkeep_forever())
+            # The upkeep calendar: a catch-up now, in the background, then on its heartbeat.
+            metrics = app[METRICS].upkeep
+            gateway.upkeep = UpkeepCalendar(
+                store,
+                service,
+                config.upkeep,
+                config.zone,
+                job_bodies(),
+                on_run=metrics.observe,
+                stop_grace_s=config.server.shutdown_grace_s,
+            )
+            supervisor.spawn("upkeep-calendar", run_calendar(gateway.upkeep, metrics))
         memory = gateway.memory
         # Persona state, observations and anchors go after the core's stages (the
         # anchor stage works on the history they built); judge and observe after turns.

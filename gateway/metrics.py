@@ -29,6 +29,7 @@ from gateway.brains import resolve_kind
 from gateway.errors import AgentGWError
 from gateway.events import StageEvent, StageKind, StagePhase
 from gateway.store.db import alembic_config
+from gateway.upkeep_metrics import UpkeepMetrics, overdue
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -81,6 +82,7 @@ class GatewayMetrics:
         )
         self.live = LiveCollector(live)
         self.registry.register(self.live)
+        self.upkeep = UpkeepMetrics(self.registry)
 
     def observe(self, event: StageEvent) -> None:
         """A stage event from the hub (synchronous: it costs the turn no await)."""
@@ -258,6 +260,16 @@ async def readiness(gateway: Gateway) -> dict[str, Any]:
         }
         if memory.reembedding:
             degraded["people_being_embedded"] = memory.reembedding
+    if gateway.upkeep is not None:
+        # Degraded, not unavailable: memory that is behind still answers.
+        try:
+            late = overdue(await gateway.upkeep.status())
+        except AgentGWError as exc:
+            checks["upkeep"] = {"ok": False, "error": str(exc)}
+        else:
+            checks["upkeep"] = {"ok": not late}
+            if late:
+                degraded["upkeep_overdue"] = late
     if not gateway.ready.is_set():
         status = "starting"
     elif problems:
