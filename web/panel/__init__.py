@@ -11,10 +11,19 @@ from datetime import UTC, tzinfo
 
 from aiohttp import web
 
-from web.panel import conversations, drift, memory, observations, overview, persona, system
+from web.panel import (
+    conversations,
+    drift,
+    memory,
+    observations,
+    overview,
+    persona,
+    system,
+    upkeep,
+)
 from web.panel.render import setup_templates
 
-PAGES = (overview, observations, drift, memory, persona, conversations, system)
+PAGES = (overview, observations, drift, memory, persona, conversations, system, upkeep)
 
 
 def add_panel_routes(app: web.Application, zone: tzinfo = UTC) -> None:

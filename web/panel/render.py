@@ -36,6 +36,7 @@ NAV = (
     NavItem("/panel/persona", "Persona"),
     NavItem("/panel/conversations", "Conversations"),
     NavItem("/panel/system", "System"),
+    NavItem("/panel/upkeep", "Upkeep"),
 )
 
 
