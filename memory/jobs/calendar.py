@@ -350,7 +350,8 @@ class UpkeepCalendar:
                 continue
             since = state.last_run_at
             schedule = self.schedules[state.name]
-            missed = schedule.missed(since, self.clock()) if since else 1
+            # Never ran: nothing is known to be missed (the first run is not a catch-up).
+            missed = schedule.missed(since, self.clock()) if since else 0
             try:
                 records.append(await self.run(state.name, missed_periods=missed))
             except JobBusy:
