@@ -313,3 +313,32 @@ async def test_kill_9_mid_run_then_the_next_start_marks_it_interrupted_and_runs_
     (again,) = await cal.catch_up()
     assert again.status is RunStatus.OK
     assert len(nightly.runs) == 1
+
+
+async def test_a_running_job_renews_its_lease(
+    store: Store, service: MemoryService, tmp_path: Path
+) -> None:
+    config = make_config(tmp_path, upkeep={"lease_s": 6.0})
+    clock = SimulatedClock(T0)
+    slow = Body()
+    slow.gate = asyncio.Event()
+    runner = calendar(store, service, config, clock, nightly=slow)
+    rival = calendar(store, service, config, clock, nightly=Body())
+    running = asyncio.create_task(runner.run("nightly"))
+    await slow.started.wait()
+    (first,) = [s for s in await runner.status() if s.name == "nightly"]
+    assert first.lease_until == T0 + timedelta(seconds=6)
+    # Renewed every third of the lease (2 s of real time), from the calendar's clock.
+    clock.advance(timedelta(seconds=5))
+    for _ in range(100):
+        (state,) = [s for s in await runner.status() if s.name == "nightly"]
+        if state.lease_until != first.lease_until:
+            break
+        await asyncio.sleep(0.05)
+    assert state.lease_until == clock.now + timedelta(seconds=6)
+    # Past the first lease, within the renewed one: still held.
+    clock.advance(timedelta(seconds=3))
+    with pytest.raises(JobBusy):
+        await rival.run("nightly")
+    slow.gate.set()
+    assert (await running).status is RunStatus.OK

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, and_, delete, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from gateway.errors import InputError
+from gateway.errors import AgentGWError, InputError
 from memory.errors import MemoryLayerError
 from memory.jobs.base import Counts, Extractor, JobBody, JobContext
 from memory.jobs.models import RunStatus, UpkeepJob, UpkeepRun
@@ -363,7 +363,11 @@ class UpkeepCalendar:
         """Catch up now, then at every heartbeat (a supervised task)."""
         await self.prepare()
         while True:
-            await self.catch_up()
+            try:
+                await self.catch_up()
+            except AgentGWError as exc:
+                # The store is away (a PostgreSQL restart): the next heartbeat tries again.
+                log.warning("upkeep: catch-up stopped: %s", exc)
             await asyncio.sleep(self._sleep_s())
 
     def _sleep_s(self) -> float:
@@ -506,7 +510,13 @@ class UpkeepCalendar:
         every = self.config.lease_s / 3
         while True:
             await asyncio.sleep(every)
-            if not await self.store.write(self._renewal(name)):
+            try:
+                renewed = await self.store.write(self._renewal(name))
+            except AgentGWError as exc:
+                # Tried again at the next third; the lease has two more before it runs out.
+                log.warning("upkeep: the lease of %s was not renewed: %s", name, exc)
+                continue
+            if not renewed:
                 log.warning("upkeep: the lease of %s was lost (this runner stalled)", name)
 
     def _renewal(self, name: str) -> Callable[[Connection], int]:
