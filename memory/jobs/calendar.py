@@ -68,6 +68,18 @@ class JobBusy(MemoryLayerError):
     code = "job_busy"
 
 
+def body_of(bodies: Mapping[str, JobBody], name: str) -> JobBody:
+    """The body of job ``name``; ``UnknownJob`` names the jobs that run."""
+    body = bodies.get(name)
+    if body is None:
+        from memory.jobs.registry import JOB_NAMES
+
+        known = ", ".join(bodies) or "none"
+        why = "has no body in this version" if name in JOB_NAMES else "is not a job"
+        raise UnknownJob(f"upkeep job {name!r} {why}; the jobs that run are: {known}")
+    return body
+
+
 def wall_clock() -> datetime:
     return datetime.now(UTC)
 
@@ -328,14 +340,7 @@ class UpkeepCalendar:
 
     def check_job(self, name: str) -> JobBody:
         """The body of ``name``; ``UnknownJob`` names the jobs there are."""
-        body = self.bodies.get(name)
-        if body is None:
-            known = ", ".join(self.bodies) or "none"
-            from memory.jobs.registry import JOB_NAMES
-
-            why = "has no body in this version" if name in JOB_NAMES else "is not a job"
-            raise UnknownJob(f"upkeep job {name!r} {why}; the jobs that run are: {known}")
-        return body
+        return body_of(self.bodies, name)
 
     async def catch_up(self) -> list[RunRecord]:
         """Run, once each, the jobs whose last scheduled time passed since they ran."""

@@ -144,11 +144,13 @@ async def _run(
     from gateway.errors import DataDirInUse
     from gateway.store import Store
     from gateway.store.datalock import DataDirLock, claim_database
-    from memory.jobs.calendar import UpkeepCalendar
+    from memory.jobs.calendar import UpkeepCalendar, body_of
     from memory.jobs.registry import job_bodies
     from memory.service import MemoryService
 
     bodies = job_bodies()
+    # Before the locks and the model: a wrong name is told at once.
+    body_of(bodies, job)
     lock = DataDirLock(config.data_dir)
     try:
         lock.acquire()
@@ -165,7 +167,6 @@ async def _run(
         ):
             service = await MemoryService.start(store, config)
             calendar = UpkeepCalendar(store, service, config.upkeep, config.zone, bodies)
-            calendar.check_job(job)
             bar = tqdm(desc=job, unit="item", disable=quiet or not sys.stderr.isatty())
 
             def progress(done: int, total: int | None) -> None:
