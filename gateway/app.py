@@ -38,6 +38,9 @@ from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
 from memory.embed import Embedder
+from memory.jobs.calendar import UpkeepCalendar
+from memory.jobs.metrics import run_calendar
+from memory.jobs.registry import job_bodies
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.triggers.proactive import ProactiveNotifier
@@ -310,7 +313,18 @@ async def _warm_up(
                 about_person_items=config.memory.about_person_items,
             )
             memory_after = [MemoryIngestStage(service, memory_pack)]
-            supervisor.spawn("memory-upkeep", service.upkeep_forever())
+            # The upkeep calendar: a catch-up now, in the background, then on its heartbeat.
+            metrics = app[METRICS].upkeep
+            gateway.upkeep = UpkeepCalendar(
+                store,
+                service,
+                config.upkeep,
+                config.zone,
+                job_bodies(),
+                on_run=metrics.observe,
+                stop_grace_s=config.server.shutdown_grace_s,
+            )
+            supervisor.spawn("upkeep-calendar", run_calendar(gateway.upkeep, metrics))
         memory = gateway.memory
         # Persona state, observations and anchors go after the core's stages (the
         # anchor stage works on the history they built); judge and observe after turns.

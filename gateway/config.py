@@ -459,8 +459,6 @@ class MemoryConfig:
     index_ef_search: PositiveInt = 64
     # Index files are written after this many changes (and on upkeep and shutdown).
     index_save_every: PositiveInt = 200
-    # Decay sweep and index saves, every this many seconds (and once at start).
-    upkeep_interval_s: PositiveFloat = 3600.0
     # Store a trace of every pack (memory_traces, linked to the turn).
     store_traces: bool = True
     # Upkeep deletes traces older than this many days (0: keeps every trace). A trace
@@ -527,6 +525,35 @@ class TriggersConfig:
 
 
 @dataclass(frozen=True)
+class UpkeepSchedule:
+    """When each upkeep job runs: a cron expression in ``agent.timezone``; empty: never."""
+
+    # The decay sweep, trace pruning and index saves.
+    hourly: str = "0 * * * *"
+    nightly: str = "0 2 * * *"
+    weekly: str = "0 1 * * 0"
+    monthly: str = "0 3 1 * *"
+
+
+@dataclass(frozen=True)
+class UpkeepConfig:
+    """The upkeep calendar (memory/jobs/calendar.py): which jobs run when."""
+
+    # [upkeep.schedule]: one cron expression per job.
+    schedule: UpkeepSchedule = field(default_factory=UpkeepSchedule)
+    # Every this many seconds (and at start) the calendar runs each job whose last
+    # scheduled time passed since it last ran: once, however many times it was missed.
+    heartbeat_s: PositiveFloat = 600.0
+    # A running job holds its lease this long and renews it every third of it; a
+    # holder that died lets the job go after at most this long.
+    lease_s: Annotated[float, Field(ge=5)] = 300.0
+    # Items (or people) a job body handles per committed batch.
+    batch: PositiveInt = 500
+    # Runs kept in upkeep_runs per job (older ones are deleted after each run).
+    runs_kept: PositiveInt = 200
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -546,6 +573,7 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     lessons: LessonsConfig = field(default_factory=LessonsConfig)
     triggers: TriggersConfig = field(default_factory=TriggersConfig)
+    upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)
@@ -736,6 +764,7 @@ def load_config(
         _validate_telegram_and_links(config)
         _validate_persona(config)
         _validate_memory(config.memory)
+        _validate_upkeep(config)
     except ConfigError as exc:
         # "server.port: must be ..." -> name the variable when that key came from one.
         key = str(exc).partition(":")[0]
@@ -776,6 +805,15 @@ def _validate_memory(memory: MemoryConfig) -> None:
         raise ConfigError("memory.tier_*: need 1 >= tier_active > tier_warm > tier_cold > 0")
     if memory.embedding_model and not Path(memory.embedding_model).is_dir():
         raise ConfigError(f"memory.embedding_model: {memory.embedding_model} is not a folder")
+
+
+def _validate_upkeep(config: Config) -> None:
+    from gateway.schedule import CronSchedule
+
+    for item in dataclasses.fields(UpkeepSchedule):
+        expression = getattr(config.upkeep.schedule, item.name)
+        if expression.strip():
+            CronSchedule.parse(f"upkeep.schedule.{item.name}", expression, config.zone)
 
 
 def _validate_persona(config: Config) -> None:
@@ -827,6 +865,11 @@ def _coerce(key: str, annotation: Any, value: Any) -> Any:
         if value not in choices:
             raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}")
         return value
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        # A table inside a section ([upkeep.schedule]): its keys are checked as a section's.
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a table, [{key}] in the config file")
+        return _build_section(key, annotation, value, {})
     if origin in (types.UnionType, typing.Union):
         raise ConfigError(f"{key}: unsupported type")  # no optional keys: defaults say it
     if annotation is bool:

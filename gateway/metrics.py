@@ -30,6 +30,7 @@ from gateway.errors import AgentGWError
 from gateway.events import StageEvent, StageKind, StagePhase
 from gateway.runtime import GATEWAY, Gateway
 from gateway.store.db import alembic_config
+from memory.jobs.metrics import UpkeepMetrics, overdue
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class GatewayMetrics:
         )
         self.live = LiveCollector(live)
         self.registry.register(self.live)
+        self.upkeep = UpkeepMetrics(self.registry)
 
     def observe(self, event: StageEvent) -> None:
         """A stage event from the hub (synchronous: it costs the turn no await)."""
@@ -254,6 +256,16 @@ async def readiness(gateway: Gateway) -> dict[str, Any]:
         }
         if memory.reembedding:
             degraded["people_being_embedded"] = memory.reembedding
+    if gateway.upkeep is not None:
+        # Degraded, not unavailable: memory that is behind still answers.
+        try:
+            late = overdue(await gateway.upkeep.status())
+        except AgentGWError as exc:
+            checks["upkeep"] = {"ok": False, "error": str(exc)}
+        else:
+            checks["upkeep"] = {"ok": not late}
+            if late:
+                degraded["upkeep_overdue"] = late
     if not gateway.ready.is_set():
         status = "starting"
     elif problems:

@@ -25,6 +25,7 @@ from gateway.router import Router
 from gateway.store import Store
 from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
+from memory.jobs.calendar import UpkeepCalendar
 from memory.service import MemoryService
 from persona.stages import PersonaLoop
 from voice.service import VoiceService
@@ -57,6 +58,8 @@ class Gateway:
     memory: MemoryService | None = None
     # Each person's time zone (gateway/zones.py).
     zones: PersonZones | None = None
+    # The upkeep calendar (memory/jobs/calendar.py); None when memory.enabled is false.
+    upkeep: UpkeepCalendar | None = None
     # Set once the models loaded and turns run (and voice.preload finished): /healthz
     # says "starting" until then, while messages are already taken and stored.
     ready: asyncio.Event = field(default_factory=asyncio.Event)

@@ -1,4 +1,5 @@
-"""Upkeep: reinforcement after a turn, the hourly decay sweep and trace pruning.
+"""Upkeep: reinforcement after a turn, the decay sweep and trace pruning (the hourly
+job of the upkeep calendar, memory/jobs/hourly.py, runs the latter two).
 
 One layer of ``memory.service.MemoryService`` (see the "Memory modules" section
 of docs/DESIGN.md): each layer uses only the state and the layers below it.
@@ -6,10 +7,9 @@ of docs/DESIGN.md): each layer uses only the state and the layers below it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 
 from memory import repo
 from memory.decay import overlap
@@ -68,8 +68,22 @@ class Upkeep(Recall):
             log.info("memory: archived items %s came back (referenced again)", revived)
         return Reinforced(tuple(used), tuple(referred), tuple(unused), tuple(revived))
 
-    async def sweep(self, now: datetime, chunk: int = 5000) -> SweepStats:
-        """Recompute every active item's tier; archived ones leave the ANN index."""
+    async def sweep(
+        self,
+        now: datetime,
+        chunk: int = 5000,
+        *,
+        person_id: int | None = None,
+        dry_run: bool = False,
+        would: Callable[[str], None] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> SweepStats:
+        """Recompute every active item's tier; archived ones leave the ANN index.
+
+        ``person_id``: that person's items only. ``dry_run``: nothing changes;
+        ``would`` hears each change it would make. ``progress`` hears the items
+        seen so far after each chunk.
+        """
         stats = SweepStats()
         after = 0
         while rows := await repo.decay_rows(self.store, after, chunk):
@@ -78,6 +92,8 @@ class Upkeep(Recall):
             leaving: dict[int, list[int]] = {}
             retained = self.decay.retention_at(rows, now)
             for row, retention in zip(rows, retained.tolist(), strict=True):
+                if person_id is not None and row.person_id != person_id:
+                    continue
                 tier = self.decay.tier(retention)
                 stats.seen += 1
                 stats.tiers[tier.value] = stats.tiers.get(tier.value, 0) + 1
@@ -85,10 +101,17 @@ class Upkeep(Recall):
                     changes[row.id] = tier
                     if tier is Tier.ARCHIVED:
                         leaving.setdefault(row.person_id, []).append(row.id)
+                    if would is not None:
+                        would(f"item {row.id}: tier {row.tier.value} -> {tier.value}")
+            if progress is not None:
+                progress(stats.seen)
+            if dry_run:
+                stats.archived += sum(len(ids) for ids in leaving.values())
+                continue
             await repo.set_tiers(self.store, changes)
-            for person_id, ids in leaving.items():
+            for owner, ids in leaving.items():
                 stats.archived += len(ids)
-                await self._unindex(person_id, ids)
+                await self._unindex(owner, ids)
         return stats
 
     async def prune_traces(self, now: datetime) -> int:
@@ -97,34 +120,4 @@ class Upkeep(Recall):
             return 0
         return await repo.prune_traces(
             self.store, now - timedelta(days=self.config.trace_keep_days)
-        )
-
-    async def upkeep_forever(self) -> None:
-        """Decay sweep, trace pruning and index saves now and every ``upkeep_interval_s``
-        (a supervised task)."""
-        while True:
-            upkeep = asyncio.ensure_future(self._upkeep_pass())
-            try:
-                await asyncio.shield(upkeep)
-            except asyncio.CancelledError:
-                # A stop lets the pass under way finish: cut in a query, its connection
-                # was left to SQLAlchemy's finaliser, which logged a traceback (one pass
-                # runs at every start, so a stop soon after a start met it).
-                await upkeep
-                raise
-            await asyncio.sleep(self.config.upkeep_interval_s)
-
-    async def _upkeep_pass(self) -> None:
-        now = datetime.now(UTC)
-        stats = await self.sweep(now)
-        pruned = await self.prune_traces(now)
-        await self.save_indexes()
-        # A pass that changed nothing is not news on the console (one runs at every start).
-        log.log(
-            logging.INFO if stats.archived or pruned else logging.DEBUG,
-            "memory upkeep: %d items, tiers %s, %d archived, %d traces past their keep deleted",
-            stats.seen,
-            stats.tiers,
-            stats.archived,
-            pruned,
         )

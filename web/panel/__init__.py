@@ -21,6 +21,7 @@ from web.panel import (
     persona,
     system,
     triggers,
+    upkeep,
 )
 from web.panel.render import setup_templates
 
@@ -34,6 +35,7 @@ PAGES = (
     conversations,
     system,
     triggers,
+    upkeep,
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
+import memory.jobs.models  # the upkeep calendar's tables
 import memory.models  # noqa: F401  (memory tables on the same metadata)
 import persona.models  # noqa: F401  (persona tables on the same metadata)
 from gateway.store.models import Base
