@@ -55,7 +55,7 @@ async def test_the_persona_file_is_read_once_and_shown_as_read(
 
 
 def upkeep_tasks() -> list[asyncio.Task[object]]:
-    return [t for t in asyncio.all_tasks() if t.get_name() == "memory-upkeep" and not t.done()]
+    return [t for t in asyncio.all_tasks() if t.get_name() == "upkeep-calendar" and not t.done()]
 
 
 async def test_parts_close_in_reverse_order(
