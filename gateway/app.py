@@ -31,6 +31,7 @@ from gateway.metrics import METRICS, add_observability_routes
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.prompt import ContextStage
 from gateway.router import Router
+from gateway.sessions import Sessions
 from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
@@ -39,6 +40,7 @@ from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
+from persona.observation.backlog import observer_extractor
 from persona.observation.sink import MemorySink
 from persona.stages import PersonaLoop, build_persona_loop
 from voice.files import AudioFiles
@@ -76,6 +78,8 @@ class Gateway:
     memory: MemoryService | None = None
     # Each person's time zone (gateway/zones.py).
     zones: PersonZones | None = None
+    # Sessions and their memory flush (gateway/sessions.py, issue 21); set with the pipeline.
+    sessions: Sessions | None = None
     # Set once the models loaded and turns run (and voice.preload finished): /healthz
     # says "starting" until then, while messages are already taken and stored.
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -257,6 +261,9 @@ def create_app(
             yield
             # on_shutdown already stopped input and closed the sockets.
             await router.drain(config.server.shutdown_grace_s)
+            if gateway.sessions is not None:
+                # Every open session's pending memory work, before the tasks stop.
+                await gateway.sessions.aclose(config.server.shutdown_grace_s)
             await supervisor.aclose()
         finally:
             if telegram is not None:
@@ -380,6 +387,17 @@ async def _warm_up(
                 *(persona_loop.after_stages if config.persona.enabled else []),
             ],
         )
+        # Sessions (issue 21): a session's end writes its person's pending memory
+        # work; its first pack waits (bounded) for their unread turns to be read.
+        sessions = gateway.sessions = Sessions(
+            [observer_extractor(persona_loop)] if config.persona.enabled else [],
+            memory.save_indexes if memory is not None else None,
+            idle_s=config.upkeep_jobs.session_idle_s,
+            catch_up_s=config.upkeep_jobs.session_catch_up_s,
+        )
+        if memory_pack is not None:
+            memory_pack.before_pack = sessions.before_pack
+        gateway.webchat.on_page_closed = sessions.page_closed
         gateway.router.attach(pipeline)
         if preload is not None:
             await asyncio.shield(preload)
