@@ -40,7 +40,7 @@ from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
-from persona.observation.backlog import observer_extractor
+from persona.observation.backlog import observer_behind, observer_extractor
 from persona.observation.sink import MemorySink
 from persona.stages import PersonaLoop, build_persona_loop
 from voice.files import AudioFiles
@@ -394,6 +394,8 @@ async def _warm_up(
             memory.save_indexes if memory is not None else None,
             idle_s=config.upkeep_jobs.session_idle_s,
             catch_up_s=config.upkeep_jobs.session_catch_up_s,
+            close_s=config.upkeep_jobs.session_close_s,
+            behind=observer_behind(persona_loop),
         )
         if memory_pack is not None:
             memory_pack.before_pack = sessions.before_pack

@@ -492,6 +492,9 @@ class UpkeepJobsConfig:
     # Before the first pack of a session, the person's unprocessed turns are extracted
     # for at most this long; then the pack goes ahead with what memory has.
     session_catch_up_s: NonNegativeFloat = 10.0
+    # A closed webchat page ends its session this long after (a reload, or a dropped
+    # connection that comes back, within it is the same session).
+    session_close_s: NonNegativeFloat = 60.0
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 # Processes the unprocessed turns of one person (or everyone: None); how many.
 Extract = Callable[[int | None], Awaitable[int]]
 Save = Callable[[], Awaitable[None]]
+# Whether the person has turns older than this message that are not processed yet.
+Behind = Callable[[int, int], Awaitable[bool]]
 
 
 @dataclass
@@ -47,11 +49,15 @@ class Sessions:
         *,
         idle_s: float,
         catch_up_s: float,
+        close_s: float = 0.0,
+        behind: Behind | None = None,
     ) -> None:
         self.extractors = list(extractors)
         self.save = save
         self.idle_s = idle_s
         self.catch_up_s = catch_up_s
+        self.close_s = close_s
+        self.behind = behind
         self._open: dict[int, _Open] = {}
         # One flush per person at a time; a second request waits for it (and then
         # finds little or nothing left).
@@ -64,12 +70,16 @@ class Sessions:
     def open_sessions(self) -> int:
         return len(self._open)
 
-    async def before_pack(self, person_id: int, conversation_id: int) -> None:
+    async def before_pack(self, person_id: int, conversation_id: int, message_id: int) -> None:
         """A turn's pack is about to be built: keep its session open; the first of a
-        session first extracts the person's backlog (bounded)."""
+        session first extracts the person's backlog (bounded), when there is one
+        older than this message (the message itself is the observer's to read in
+        its own time, as any other)."""
         new = conversation_id not in self._open
-        self._touch(person_id, conversation_id)
+        self._touch(person_id, conversation_id, self.idle_s)
         if not new or not self.extractors:
+            return
+        if self.behind is not None and not await self.behind(person_id, message_id):
             return
         task = self._flush(person_id, save=False)
         done, _ = await asyncio.wait({task}, timeout=self.catch_up_s)
@@ -81,18 +91,26 @@ class Sessions:
             )
 
     def page_closed(self, conversation_id: int) -> None:
-        """A webchat page of the conversation closed: its session ends."""
-        self._end(conversation_id, "page closed")
+        """A webchat page of the conversation closed: its session ends ``close_s``
+        later, unless a turn comes first (a reload or a dropped connection that
+        comes back within it is the same session)."""
+        found = self._open.get(conversation_id)
+        if found is None:
+            return
+        if self.close_s <= 0:
+            self._end(conversation_id, "page closed")
+        else:
+            self._touch(found.person_id, conversation_id, self.close_s, "page closed")
 
-    def _touch(self, person_id: int, conversation_id: int) -> None:
+    def _touch(
+        self, person_id: int, conversation_id: int, after_s: float, why: str = "idle"
+    ) -> None:
         found = self._open.get(conversation_id)
         if found is not None and found.timer is not None:
             found.timer.cancel()
         timer = None
-        if self.idle_s > 0:
-            timer = asyncio.get_running_loop().call_later(
-                self.idle_s, self._end, conversation_id, "idle"
-            )
+        if after_s > 0:
+            timer = asyncio.get_running_loop().call_later(after_s, self._end, conversation_id, why)
         self._open[conversation_id] = _Open(person_id, timer)
 
     def _end(self, conversation_id: int, why: str) -> None:

@@ -23,6 +23,7 @@ from gateway.bench.gateway_bench import child_environment, free_port
 from gateway.config import Config
 from gateway.sessions import Sessions
 from gateway.store import Store
+from gateway.store.repo import resolve_address, store_inbound
 from persona.observation.backlog import conversations_behind
 from persona.observation.log import ObservationLog
 from tests.conftest import RunningGateway, make_config, start_gateway
@@ -32,7 +33,7 @@ from tests.test_startup import read_until
 # The observer's own threshold is never reached: only a flush reads the messages.
 SECTIONS: dict[str, dict[str, Any]] = {
     "observe": {"observer": "rules", "observer_tokens": 1_000_000},
-    "upkeep_jobs": {"session_idle_s": 0.0, "session_catch_up_s": 5.0},
+    "upkeep_jobs": {"session_idle_s": 0.0, "session_catch_up_s": 5.0, "session_close_s": 0.0},
 }
 
 
@@ -106,11 +107,11 @@ async def test_the_first_pack_of_a_session_waits_for_the_backlog_bounded() -> No
         return 3
 
     sessions = Sessions([slow], None, idle_s=0, catch_up_s=0.05)
-    await sessions.before_pack(7, 70)
+    await sessions.before_pack(7, 70, 700)
     # Bounded: the pack went ahead while the extraction still runs.
     assert calls == [7]
     assert sessions.flushed == 0
-    await sessions.before_pack(7, 70)  # the same session: no second catch-up
+    await sessions.before_pack(7, 70, 701)  # the same session: no second catch-up
     assert calls == [7]
     release.set()
     assert await sessions.aclose(5)
@@ -125,8 +126,57 @@ async def test_a_stop_gives_up_on_a_flush_after_the_grace() -> None:
         return 0
 
     sessions = Sessions([stuck], None, idle_s=0, catch_up_s=0)
-    await sessions.before_pack(1, 10)
+    await sessions.before_pack(1, 10, 100)
     assert not await sessions.aclose(0.1)
+
+
+async def test_only_an_older_backlog_holds_a_first_pack_and_a_reload_keeps_the_session() -> None:
+    calls: list[int | None] = []
+    older: dict[int, bool] = {1: False, 2: True}
+
+    async def extract(person_id: int | None) -> int:
+        calls.append(person_id)
+        return 1
+
+    async def behind(person_id: int, before_message_id: int) -> bool:
+        return older[person_id]
+
+    sessions = Sessions([extract], None, idle_s=0, catch_up_s=5, close_s=30, behind=behind)
+    await sessions.before_pack(1, 10, 100)  # nothing older than this message: no pass
+    await sessions.before_pack(2, 20, 200)
+    assert calls == [2]
+    # A page closed and came back (a reload) within close_s: the same session.
+    sessions.page_closed(10)
+    await sessions.before_pack(1, 10, 101)
+    await asyncio.sleep(0.05)
+    assert calls == [2]
+    assert sessions.open_sessions == 2
+    assert await sessions.aclose(5)
+    assert sorted(c for c in calls if c is not None) == [1, 2, 2]
+
+
+async def test_a_new_session_first_reads_what_an_earlier_one_left_unread(
+    tmp_path: Path,
+) -> None:
+    config = make_config(tmp_path, **SECTIONS)
+    # A session that ended in a crash: its messages are stored, never observed.
+    async with Store(config.database_url) as store:
+        address = await resolve_address(store, "webchat", "flush-crash-1")
+        left = await store_inbound(
+            store, address, "I am allergic to peanuts.", datetime.now(UTC), "old-1"
+        )
+    server, session = await start_gateway(config, None)
+    running = RunningGateway(server, session)
+    try:
+        ws = await running.ws("flush-crash-1")
+        await say(ws, "What should I cook tonight?")
+        log = ObservationLog(running.gateway.store)
+        # Read before the pack; the new message is the observer's in its own time.
+        assert await log.cursor(address.conversation_id) >= left.message_id
+        await ws.close()
+    finally:
+        await session.close()
+        await server.close()
 
 
 def test_sigterm_flushes_the_backlog_before_the_process_ends(tmp_path: Path) -> None:
@@ -185,9 +235,6 @@ def test_sigterm_flushes_the_backlog_before_the_process_ends(tmp_path: Path) -> 
 
 
 async def test_the_backlog_query_sees_only_unread_conversations(store: Store) -> None:
-    from gateway.store.repo import resolve_address, store_inbound
-
-    assert store is not None
     address = await resolve_address(store, "webchat", "backlog-1", display_name="Sam")
     assert await conversations_behind(store, None) == []
     inbound = await store_inbound(store, address, "hello there", datetime.now(UTC), "c1")
@@ -195,5 +242,6 @@ async def test_the_backlog_query_sees_only_unread_conversations(store: Store) ->
         (address.conversation_id, address.person_id)
     ]
     assert await conversations_behind(store, address.person_id + 1) == []
+    assert await conversations_behind(store, None, inbound.message_id) == []
     await ObservationLog(store).advance(address.conversation_id, inbound.message_id)
     assert await conversations_behind(store, None) == []

@@ -12,6 +12,8 @@ it like any other.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from sqlalchemy import func, select
 
 from gateway.store import Store
@@ -21,14 +23,16 @@ from persona.models import ObserveCursor
 from persona.stages import PersonaLoop
 
 
-async def conversations_behind(store: Store, person_id: int | None) -> list[tuple[int, int]]:
+async def conversations_behind(
+    store: Store, person_id: int | None, before_message_id: int | None = None
+) -> list[tuple[int, int]]:
     """(conversation, person) of every conversation with messages the observer has not
-    read, of one person or everyone; oldest conversation first."""
-    newest = (
-        select(Message.conversation_id, func.max(Message.id).label("newest"))
-        .group_by(Message.conversation_id)
-        .subquery()
-    )
+    read (older than ``before_message_id`` when given), of one person or everyone;
+    oldest conversation first."""
+    messages = select(Message.conversation_id, func.max(Message.id).label("newest"))
+    if before_message_id is not None:
+        messages = messages.where(Message.id < before_message_id)
+    newest = messages.group_by(Message.conversation_id).subquery()
     query = (
         select(Conversation.id, Conversation.person_id)
         .join(newest, newest.c.conversation_id == Conversation.id)
@@ -40,6 +44,18 @@ async def conversations_behind(store: Store, person_id: int | None) -> list[tupl
         query = query.where(Conversation.person_id == person_id)
     async with store.reader() as session:
         return [(int(c), int(p)) for c, p in (await session.execute(query)).all()]
+
+
+def observer_behind(loop: PersonaLoop) -> Callable[[int, int], Awaitable[bool]]:
+    """Whether a person has messages older than a given one the observer has not read
+    (a new session's catch-up runs only then)."""
+
+    async def behind(person_id: int, before_message_id: int) -> bool:
+        if not loop.observe_enabled:
+            return False
+        return bool(await conversations_behind(loop.store, person_id, before_message_id))
+
+    return behind
 
 
 def observer_extractor(loop: PersonaLoop) -> Extractor:
