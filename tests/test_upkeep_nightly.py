@@ -5,6 +5,7 @@ packs used, and extraction catch-up through the registered extractors."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -313,3 +314,76 @@ async def test_extraction_catch_up_runs_every_extractor_for_the_run_s_person(
     counts = await nightly(ctx(service, person_id=address.person_id, extractors=[extractor]))
     assert seen == [address.person_id]
     assert counts["extracted"] == 4
+
+
+KILLED_RUN = """
+import asyncio, sys, time
+from datetime import UTC, datetime
+from gateway.config import load_config
+from gateway.store import Store
+from memory.embed import SentenceEmbedder
+from memory.jobs.base import JobContext
+from memory.jobs.nightly import nightly
+from memory.service import MemoryService
+
+config = load_config(None, env={}, overrides={
+    "store": {"data_dir": sys.argv[1]}, "memory": {"embedder": "minilm"}})
+
+def after_batch(done, total):
+    if total is None:  # a batch was committed: now the kill comes
+        print("committed", flush=True)
+        time.sleep(120)
+
+async def main():
+    async with Store(config.database_url) as store:
+        service = MemoryService(
+            store, config.memory, config.data_dir / "memory-index", SentenceEmbedder.load())
+        await nightly(JobContext(
+            service=service, now=datetime.now(UTC), batch=1, progress=after_batch))
+
+asyncio.run(main())
+"""
+
+
+async def test_a_process_killed_mid_merge_loses_and_doubles_nothing(
+    service: MemoryService, address: Address, store: Store, memory_config: Config
+) -> None:
+    import signal
+    import sys
+
+    groups = [
+        ("Sam loves hiking in the Alps", "Sam really enjoys hiking in the Alps"),
+        ("Sam prefers tea over coffee", "Sam likes tea more than coffee"),
+        ("Sam is allergic to peanuts", "Sam has a peanut allergy"),
+    ]
+    for n, (a, b) in enumerate(groups):
+        await add(service, address, a, confidence=0.9, accesses=1, sources=(100 + n,))
+        await add(service, address, b, accesses=2, sources=(200 + n,))
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        KILLED_RUN,
+        str(memory_config.data_dir),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert child.stdout is not None
+        line = await asyncio.wait_for(child.stdout.readline(), 120)
+        assert line.decode().strip() == "committed"
+        child.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(child.wait(), 30)
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+    assert child.returncode == -signal.SIGKILL
+    async with store.reader() as session:
+        assert len((await session.scalars(select(MemoryMerge))).all()) == 1
+
+    counts = await nightly(ctx(service))
+
+    assert counts["merged"] == len(groups) - 1
+    after = await rows(store)
+    active = [v for v in after.values() if v[0] is ItemStatus.ACTIVE]
+    assert sorted(v[3] for v in active) == [3] * len(groups)
+    assert all(len(v[2]) == 2 for v in active)
