@@ -55,6 +55,10 @@ async def test_unmerge_from_the_memory_item_page(running: RunningGateway, page: 
     await expect(page.locator("dl.facts")).to_contain_text("#2")  # provenance taken over
     await screenshot(page, "panel-memory-merged.png")
 
+    # The merged item's own page offers the same undo.
+    await page.goto(running.url(f"/panel/memory/items/{other}"))
+    await expect(page.locator("#merges li")).to_contain_text(f"kept #{survivor}")
+    await page.goto(running.url(f"/panel/memory/items/{survivor}"))
     await page.get_by_role("button", name="Unmerge").click()
     await expect(page.locator("#merges")).to_have_count(0)
     await expect(page.locator("dl.facts")).not_to_contain_text("#2")

@@ -153,6 +153,16 @@ async def memory_page(request: web.Request) -> web.Response:
     )
 
 
+async def merges_with(cur: MemoryCurator, item: MemoryItem) -> list[merge.MergeRecord]:
+    """The nightly merges this item survived, or the one that superseded it; each is
+    undone by its button."""
+    found = (await merge.merges_of(cur.memory, [item.id])).get(item.id, [])
+    if item.status is ItemStatus.SUPERSEDED and item.superseded_by_id is not None:
+        into = await merge.merges_of(cur.memory, [item.superseded_by_id])
+        found += [m for m in into.get(item.superseded_by_id, []) if item.id in m.merged_ids]
+    return found
+
+
 async def item_page(request: web.Request) -> web.Response:
     cur = curator(request)
     item_id = path_int(request, "item_id")
@@ -167,8 +177,7 @@ async def item_page(request: web.Request) -> web.Response:
         item=item,
         whose=await name_of(request, item.person_id),
         chain=chain,
-        # The nightly merges this item survived, each undone by its button.
-        merges=(await merge.merges_of(cur.memory, [item.id])).get(item.id, []),
+        merges=await merges_with(cur, item),
         effective=effective_priority(item.type, item.priority),
         **await person_zone(request, item.person_id),
     )
