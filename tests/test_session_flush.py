@@ -33,7 +33,7 @@ from tests.test_startup import read_until
 # The observer's own threshold is never reached: only a flush reads the messages.
 SECTIONS: dict[str, dict[str, Any]] = {
     "observe": {"observer": "rules", "observer_tokens": 1_000_000},
-    "upkeep_jobs": {"session_idle_s": 0.0, "session_catch_up_s": 5.0, "session_close_s": 0.0},
+    "upkeep_jobs": {"session_idle_s": 0.0, "session_catch_up_s": 30.0, "session_close_s": 0.0},
 }
 
 
@@ -84,6 +84,11 @@ async def test_a_closed_page_has_the_observer_read_what_it_left(gateway_with: An
     await wait_until_read(running)
     sessions = running.gateway.sessions
     assert sessions is not None
+    # Counted when the flush ends (after the index save), a moment after the pass.
+    for _ in range(200):
+        if sessions.flushed:
+            break
+        await asyncio.sleep(0.05)
     assert sessions.flushed >= 1
 
 
