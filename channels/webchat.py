@@ -319,6 +319,8 @@ class WebchatChannel:
         self.brain_name = brain_name
         self.link_codes = link_codes
         self._sockets: set[web.WebSocketResponse] = set()
+        # Told the conversation when one of its pages closes (the session flush).
+        self.on_page_closed: Callable[[int], None] | None = None
 
     @property
     def open_sockets(self) -> int:
@@ -354,6 +356,8 @@ class WebchatChannel:
                 # when the gateway runs on a server in UTC. Not a zone: ignored.
                 await self.zones.report(address.person_id, reported[:64])
             await self._serve(ws, address, after)
+            if self.on_page_closed is not None:
+                self.on_page_closed(address.conversation_id)
         except AgentGWError as exc:
             log.warning("webchat connection ended: %s", exc)
             if not ws.closed:

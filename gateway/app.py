@@ -32,6 +32,7 @@ from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.prompt import AfterTurnStage, ContextStage
 from gateway.router import Router
 from gateway.runtime import GATEWAY, Gateway
+from gateway.sessions import Sessions
 from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
@@ -46,6 +47,7 @@ from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.triggers.proactive import ProactiveNotifier
 from memory.triggers.stages import TodayStage, TriggerScanStage, TriggerSettings
 from persona.lessons.stages import build_lesson_loop
+from persona.observation.backlog import observer_behind, observer_extractor
 from persona.observation.sink import MemorySink
 from persona.stages import build_persona_loop
 from voice.files import AudioFiles
@@ -251,6 +253,9 @@ def create_app(
             # on_shutdown already stopped input and closed the sockets. Then the
             # closes run, in reverse: Telegram, the tasks, voice, memory, brain, store.
             await router.drain(config.server.shutdown_grace_s)
+            if gateway.sessions is not None:
+                # Every open session's pending memory work, before the tasks stop.
+                await gateway.sessions.aclose(config.server.shutdown_grace_s)
             await supervisor.aclose()
 
     async def on_shutdown(app: web.Application) -> None:
@@ -320,11 +325,10 @@ async def _warm_up(
                 service,
                 config.upkeep,
                 config.zone,
-                job_bodies(),
+                job_bodies(config),
                 on_run=metrics.observe,
                 stop_grace_s=config.server.shutdown_grace_s,
             )
-            supervisor.spawn("upkeep-calendar", run_calendar(gateway.upkeep, metrics))
         memory = gateway.memory
         # Persona state, observations and anchors go after the core's stages (the
         # anchor stage works on the history they built); judge and observe after turns.
@@ -390,6 +394,24 @@ async def _warm_up(
                 *([lessons.after_stage] if lessons is not None else []),
             ],
         )
+        # Sessions (issue 21): a session's end writes its person's pending memory
+        # work; its first pack waits (bounded) for their unread turns to be read.
+        sessions = gateway.sessions = Sessions(
+            [observer_extractor(persona_loop)] if config.persona.enabled else [],
+            memory.save_indexes if memory is not None else None,
+            idle_s=config.upkeep_jobs.session_idle_s,
+            catch_up_s=config.upkeep_jobs.session_catch_up_s,
+            close_s=config.upkeep_jobs.session_close_s,
+            behind=observer_behind(persona_loop),
+        )
+        if memory_pack is not None:
+            memory_pack.before_pack = sessions.before_pack
+        gateway.webchat.on_page_closed = sessions.page_closed
+        if gateway.upkeep is not None:
+            # Started once the observer exists: the nightly's extraction catch-up runs it.
+            if config.persona.enabled:
+                gateway.upkeep.extractors = [observer_extractor(persona_loop)]
+            supervisor.spawn("upkeep-calendar", run_calendar(gateway.upkeep, app[METRICS].upkeep))
         gateway.router.attach(pipeline)
         if preload is not None:
             await asyncio.shield(preload)

@@ -498,6 +498,28 @@ class LessonsConfig:
 
 
 @dataclass(frozen=True)
+class UpkeepJobsConfig:
+    """The nightly job's knobs and the session flush (issue 21); the calendar's
+    own section may absorb these at merge."""
+
+    # Two non-episode items of a person closer than this (cosine) are one item said twice.
+    merge_cosine: Annotated[float, Field(gt=0, le=1)] = 0.85
+    # Items a pack held since the last nightly: their priority grows by this, once a day...
+    promote_step: Share = 0.1
+    # ...up to this.
+    promote_max: Share = 0.9
+    # A webchat page or a Telegram chat quiet this long has ended its session: its
+    # person's pending memory work is written (0: only a page closed or a stop ends one).
+    session_idle_s: NonNegativeFloat = 1800.0
+    # Before the first pack of a session, the person's unprocessed turns are extracted
+    # for at most this long; then the pack goes ahead with what memory has.
+    session_catch_up_s: NonNegativeFloat = 10.0
+    # A closed webchat page ends its session this long after (a reload, or a dropped
+    # connection that comes back, within it is the same session).
+    session_close_s: NonNegativeFloat = 60.0
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "INFO"
     # "json": one JSON object a line on stderr (time, level, logger, message, exc).
@@ -574,6 +596,7 @@ class Config:
     lessons: LessonsConfig = field(default_factory=LessonsConfig)
     triggers: TriggersConfig = field(default_factory=TriggersConfig)
     upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
+    upkeep_jobs: UpkeepJobsConfig = field(default_factory=UpkeepJobsConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)

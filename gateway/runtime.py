@@ -22,6 +22,7 @@ from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
 from gateway.pipeline import TurnPipeline
 from gateway.router import Router
+from gateway.sessions import Sessions
 from gateway.store import Store
 from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
@@ -60,6 +61,8 @@ class Gateway:
     zones: PersonZones | None = None
     # The upkeep calendar (memory/jobs/calendar.py); None when memory.enabled is false.
     upkeep: UpkeepCalendar | None = None
+    # Sessions and their memory flush (gateway/sessions.py, issue 21); set with the pipeline.
+    sessions: Sessions | None = None
     # Set once the models loaded and turns run (and voice.preload finished): /healthz
     # says "starting" until then, while messages are already taken and stored.
     ready: asyncio.Event = field(default_factory=asyncio.Event)

@@ -137,3 +137,39 @@ class MemoryTrace(Base):
     filtered: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     # remember/forget done in this turn, timings, degraded modes.
     notes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class MemoryMerge(Base):
+    """A nightly merge of near-duplicates (issue 21): what it changed, so it can be undone.
+
+    ``merged_ids`` were superseded by ``survivor_id``; ``before`` holds the fields
+    of the survivor the merge changed, as they were, and ``added`` what it added to
+    its counters, so an unmerge gives back the survivor's own state and keeps any
+    use since. Migration 0016.
+    """
+
+    __tablename__ = "memory_merges"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    person_id: Mapped[int] = mapped_column(ForeignKey("people.id", ondelete="CASCADE"), index=True)
+    survivor_id: Mapped[int] = mapped_column(
+        ForeignKey("memory_items.id", ondelete="CASCADE"), index=True
+    )
+    merged_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    # Cosine of each merged item to the survivor, in the order of merged_ids.
+    similarities: Mapped[list[float]] = mapped_column(JSON, default=list)
+    before: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    added: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    undone_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class MemoryPromotion(Base):
+    """The last day an item's priority was raised for being used in a pack (once a day)."""
+
+    __tablename__ = "memory_promotions"
+
+    item_id: Mapped[int] = mapped_column(
+        ForeignKey("memory_items.id", ondelete="CASCADE"), primary_key=True
+    )
+    promoted_on: Mapped[date] = mapped_column(Date)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from gateway.brains.base import BlockKind, Recollection
@@ -119,6 +120,9 @@ class MemoryPackStage:
     agent_name: str = "Ada"
     # At most this many memories answer "what do you remember about me?".
     about_person_items: int = 15
+    # Awaited with (person, conversation, message) before each pack: the session
+    # flush (gateway/sessions.py) extracts a new session's backlog there first.
+    before_pack: Callable[[int, int, int], Awaitable[None]] | None = None
     _names: dict[int, str] = field(default_factory=dict)
 
     @property
@@ -133,6 +137,8 @@ class MemoryPackStage:
         return self._names[person_id]
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        if self.before_pack is not None:
+            await self.before_pack(turn.person_id, turn.conversation_id, turn.message_id)
         notes: list[str] = []
         said: list[str] = []
         command = parse_command(turn.text)

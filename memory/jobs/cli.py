@@ -82,7 +82,7 @@ async def _status(config: Config) -> list[JobState]:
     from memory.jobs.registry import job_bodies
 
     async with Store(config.database_url, echo=config.store.echo) as store:
-        calendar = UpkeepCalendar(store, None, config.upkeep, config.zone, job_bodies())
+        calendar = UpkeepCalendar(store, None, config.upkeep, config.zone, job_bodies(config))
         return await calendar.status()
 
 
@@ -148,7 +148,7 @@ async def _run(
     from memory.jobs.registry import job_bodies
     from memory.service import MemoryService
 
-    bodies = job_bodies()
+    bodies = job_bodies(config)
     # Before the locks and the model: a wrong name is told at once.
     body_of(bodies, job)
     lock = DataDirLock(config.data_dir)

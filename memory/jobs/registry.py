@@ -7,15 +7,18 @@ names are the fields of ``gateway.config.UpkeepSchedule``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from gateway.config import UpkeepSchedule
+from gateway.config import Config, UpkeepSchedule
 from memory.jobs.base import JobBody
 from memory.jobs.hourly import hourly
+from memory.jobs.nightly import nightly
 
 # Every name the schedule knows, in the order the calendar checks them.
 JOB_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(UpkeepSchedule))
 
 
-def job_bodies() -> dict[str, JobBody]:
-    """The bodies the calendar can run (nightly, weekly and monthly join here)."""
-    return {"hourly": hourly}
+def job_bodies(config: Config | None = None) -> dict[str, JobBody]:
+    """The bodies the calendar can run, with the configured knobs (defaults without)."""
+    settings = config.upkeep_jobs if config is not None else None
+    return {"hourly": hourly, "nightly": functools.partial(nightly, settings=settings)}

@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from memory.curate import CurateError, ItemFilter, ItemNotFound, MemoryCurator
+from memory.jobs import merge
 from memory.models import MemoryItem, MemoryTrace
 from memory.types import ItemStatus, ItemType, Tier, effective_priority
 from web.panel.people import named_people, person_names
@@ -152,6 +153,16 @@ async def memory_page(request: web.Request) -> web.Response:
     )
 
 
+async def merges_with(cur: MemoryCurator, item: MemoryItem) -> list[merge.MergeRecord]:
+    """The nightly merges this item survived, or the one that superseded it; each is
+    undone by its button."""
+    found = (await merge.merges_of(cur.memory, [item.id])).get(item.id, [])
+    if item.status is ItemStatus.SUPERSEDED and item.superseded_by_id is not None:
+        into = await merge.merges_of(cur.memory, [item.superseded_by_id])
+        found += [m for m in into.get(item.superseded_by_id, []) if item.id in m.merged_ids]
+    return found
+
+
 async def item_page(request: web.Request) -> web.Response:
     cur = curator(request)
     item_id = path_int(request, "item_id")
@@ -166,6 +177,7 @@ async def item_page(request: web.Request) -> web.Response:
         item=item,
         whose=await name_of(request, item.person_id),
         chain=chain,
+        merges=await merges_with(cur, item),
         effective=effective_priority(item.type, item.priority),
         **await person_zone(request, item.person_id),
     )
@@ -261,6 +273,23 @@ async def delete_item(request: web.Request) -> web.Response:
     return web.json_response({"deleted": item_id, "redirect": "/panel/memory"})
 
 
+async def undo_merge(request: web.Request) -> web.Response:
+    """Undo a nightly merge: the items it superseded are active again (issue 21)."""
+    merge_id = path_int(request, "merge_id")
+    try:
+        record = await merge.unmerge(curator(request).memory, merge_id)
+    except merge.MergeError as exc:
+        raise bad_request(str(exc)) from None
+    return web.json_response(
+        {
+            "merge_id": record.id,
+            "survivor_id": record.survivor_id,
+            "restored_ids": list(record.merged_ids),
+            "redirect": f"/panel/memory/items/{record.survivor_id}",
+        }
+    )
+
+
 async def turn_pack(request: web.Request) -> web.Response:
     cur = curator(request)
     turn_id = path_int(request, "turn_id")
@@ -285,3 +314,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_delete("/api/memory/items/{item_id}", delete_item)
     app.router.add_post("/api/memory/items/{item_id}/{action}", item_action)
     app.router.add_get("/api/turns/{turn_id}/pack", turn_pack)
+    app.router.add_post("/api/memory/merges/{merge_id}/undo", undo_merge)
