@@ -47,7 +47,8 @@ async def say(ws: aiohttp.ClientWebSocketResponse, words: str) -> None:
 
 
 async def wait_until_read(running: RunningGateway) -> None:
-    for _ in range(200):
+    # Polled for up to 60 s: a loaded CI machine is slow, a missing flush never reads it.
+    for _ in range(1200):
         if not await backlog(running):
             return
         await asyncio.sleep(0.05)
