@@ -360,7 +360,7 @@ class PersonaLoop:
         # The offline brain's notice is the gateway's voice, not the agent's: no verdict.
         if request is None or outcome.reply_text is None or not outcome.written_by_model:
             return
-        state = (await self.book.current()).state
+        state = (await self.book.latest()).state
 
         def block(kind: BlockKind) -> str:
             return "\n\n".join(b.text for b in request.system if b.kind is kind)

@@ -342,6 +342,12 @@ class PersonaBook:
         # The last version ``at`` read: versions never change, so it is parsed once.
         self._known: VersionInfo | None = None
 
+    async def latest(self) -> VersionInfo:
+        """The newest version, as ``current``, reading only its number when it is known."""
+        async with self.store.reader() as session:
+            version = await session.scalar(select(func.max(PersonaVersion.version)))
+        return await self.at(version)
+
     async def at(self, version: int | None) -> VersionInfo:
         """Version ``version`` (None: there is none yet, the seed becomes version 1)."""
         known = self._known
