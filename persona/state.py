@@ -344,8 +344,8 @@ class PersonaBook:
 
     async def latest(self) -> VersionInfo:
         """The newest version, as ``current``, reading only its number when it is known."""
-        async with self.store.reader() as session:
-            version = await session.scalar(select(func.max(PersonaVersion.version)))
+        query = select(func.max(PersonaVersion.version))
+        version = await self.store.read(lambda connection: connection.scalar(query))
         return await self.at(version)
 
     async def at(self, version: int | None) -> VersionInfo:

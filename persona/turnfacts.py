@@ -66,10 +66,10 @@ async def read_persona_turn(book: PersonaBook, conversation_id: int) -> PersonaT
         .where(SyncScoreRow.conversation_id == conversation_id)
         .scalar_subquery(),
     )
-    async with book.store.reader() as session:
-        version, through, standing, score_id, ewma, tier, trend, verdicts = (
-            await session.execute(query)
-        ).one()
+    # A plain read on a reader thread: one hop, where a session pays several a statement.
+    version, through, standing, score_id, ewma, tier, trend, verdicts = await book.store.read(
+        lambda connection: tuple(connection.execute(query).one())
+    )
     drift = (
         DriftState(None, Tier.OK, Trend.STABLE, 0)
         if score_id is None

@@ -82,11 +82,11 @@ async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
 async def kept_ids_for_turn(store: Store, turn_id: int) -> list[int] | None:
     """The items the turn's pack kept (None: no trace): only that column, not the
     compressed candidates a whole trace would decompress and parse (every turn)."""
-    async with store.reader() as session:
-        kept = await session.scalar(
-            select(MemoryTrace.kept_ids)
-            .where(MemoryTrace.turn_id == turn_id)
-            .order_by(MemoryTrace.id.desc())
-            .limit(1)
-        )
+    query = (
+        select(MemoryTrace.kept_ids)
+        .where(MemoryTrace.turn_id == turn_id)
+        .order_by(MemoryTrace.id.desc())
+        .limit(1)
+    )
+    kept = await store.read(lambda connection: connection.scalar(query))
     return None if kept is None else [int(i) for i in kept]

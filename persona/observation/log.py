@@ -101,13 +101,11 @@ class ObservationLog:
             .where(ObserveCursor.conversation_id == conversation_id)
             .scalar_subquery()
         )
-        async with self.store.reader() as session:
-            tokens = await session.scalar(
-                select(func.coalesce(func.sum(Message.tokens), 0)).where(
-                    Message.conversation_id == conversation_id,
-                    Message.id > func.coalesce(through, 0),
-                )
-            )
+        query = select(func.coalesce(func.sum(Message.tokens), 0)).where(
+            Message.conversation_id == conversation_id,
+            Message.id > func.coalesce(through, 0),
+        )
+        tokens = await self.store.read(lambda connection: connection.scalar(query))
         return int(tokens or 0)
 
     async def advance(self, conversation_id: int, through_message_id: int) -> None:
