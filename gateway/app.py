@@ -96,12 +96,13 @@ def build_stages(
             RecentHistoryStage(config.context.history_tokens),
             *extra,
         ]
-    # The pack recalls older messages; only the last exchanges stay verbatim.
+    # The pack recalls older messages; only the last exchanges stay verbatim. The
+    # history comes first: the pack leaves out the messages it kept.
     return [
         PersonaStage(persona),
         clock,
-        memory_pack,
         RecentHistoryStage(memory_pack.history_tokens),
+        memory_pack,
         *extra,
     ]
 

@@ -7,9 +7,9 @@ from datetime import UTC
 from importlib import resources
 from pathlib import Path
 
-from gateway.brains.base import BlockKind, ChatMessage
+from gateway.brains.base import BlockKind
 from gateway.clock import local, zone_label
-from gateway.prompt import PromptDraft, TurnContext
+from gateway.prompt import HistoryEntry, PromptDraft, TurnContext
 from gateway.store import Store
 from gateway.store.repo import replied_by
 from gateway.tokens import estimate_tokens
@@ -68,18 +68,19 @@ class RecentHistoryStage:
         return "history"
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        kept: list[ChatMessage] = []
+        kept: list[HistoryEntry] = []
         used = estimate_tokens(turn.text)
         for past in reversed(turn.recent):
             if used + past.tokens > self.budget_tokens:
                 break
             used += past.tokens
-            kept.append(ChatMessage(past.role, past.text))
+            kept.append(HistoryEntry(past.role, past.text, past.message_id))
         kept.reverse()
         # The Messages API wants the first message from the user.
         while kept and kept[0].role != "user":
             kept.pop(0)
         draft.history = kept
+        draft.window_ids = frozenset(e.message_id for e in kept if e.message_id is not None)
 
 
 @dataclass(frozen=True)

@@ -25,4 +25,7 @@ def freeze_long_lived(why: str) -> None:
     never collected, a few objects against hundreds of milliseconds' stalls.
     """
     gc.freeze()
-    log.debug("heap: %d objects exempt from collection (%s)", gc.get_freeze_count(), why)
+    # get_freeze_count walks the whole frozen list (millions once the model is in),
+    # with the GIL held, on each person's first turn: only for a line that shows.
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("heap: %d objects exempt from collection (%s)", gc.get_freeze_count(), why)

@@ -224,11 +224,11 @@ class TurnPipeline:
             await self._after(inbound, turn, outcome)
 
     async def _begin(self, inbound: StoredInbound) -> TurnContext:
-        """Mark the turn generating and read the recent history (one transaction)."""
+        """Mark the turn generating, read its history and its number (one transaction)."""
         address = inbound.address
         pending = self._take_pending()
         try:
-            rows = await start_turn(
+            started = await start_turn(
                 self.store,
                 inbound.turn_id,
                 address.conversation_id,
@@ -255,8 +255,9 @@ class TurnPipeline:
                     r.tokens,
                     r.created_at,
                 )
-                for r in rows
+                for r in started.history
             ),
+            turn_number=started.turn_number,
         )
 
     async def _prepare(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gateway.brains.base import (
     BlockKind,
@@ -36,12 +36,27 @@ class PastMessage:
     created_at: datetime
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One message of the verbatim history, with the stored message it is (if any)."""
+
+    role: Role
+    text: str
+    # None for text a stage wrote into the history itself.
+    message_id: int | None = None
+
+
 @dataclass(frozen=True)
 class TurnContext:
-    """What the stages know about the turn being answered.
+    """What the stages know about the turn being answered, read once when it starts.
 
     ``recent`` holds the conversation's latest messages before this one,
-    oldest first (read once by the pipeline for every stage).
+    oldest first (read once by the pipeline for every stage); ``turn_number``
+    is this turn's place in its conversation (1 for the first), counted in
+    the same transaction.
     """
 
     turn_id: int
@@ -52,6 +67,7 @@ class TurnContext:
     text: str
     received_at: datetime
     recent: tuple[PastMessage, ...] = ()
+    turn_number: int = 0
 
 
 @dataclass
@@ -59,9 +75,21 @@ class PromptDraft:
     """Filled by the context stages, then composed into a ``BrainRequest``."""
 
     blocks: dict[BlockKind, list[str]] = field(default_factory=dict)
-    history: list[ChatMessage] = field(default_factory=list)
+    # The verbatim history, each entry with its message id: no stage has to find them again.
+    history: list[HistoryEntry] = field(default_factory=list)
+    # The messages the history budget kept (set by the history stage): the memory
+    # pack never holds them, also when a later stage (a standing rebase) drops one.
+    window_ids: frozenset[int] = frozenset()
+    # The messages the memory pack holds: no later stage puts one back in the history.
+    packed_message_ids: frozenset[int] = frozenset()
     # The same memory as data, for a brain that cannot read the prompt (offline).
     recall: Recall = field(default_factory=Recall)
+    # Facts of this turn a layer reads once and its later stages share, by type.
+    facts: dict[type, object] = field(default_factory=dict)
+
+    def fact(self, kind: type[T]) -> T | None:
+        found = self.facts.get(kind)
+        return found if isinstance(found, kind) else None
 
     def add(self, kind: BlockKind, text: str) -> None:
         if text.strip():
@@ -89,7 +117,8 @@ class PromptDraft:
             SystemBlock(kind, "\n\n".join(self.blocks[kind]), cache=cache and i == last_stable)
             for i, kind in enumerate(present)
         )
-        messages = (*self.history, ChatMessage("user", message))
+        history = (ChatMessage(e.role, e.text) for e in self.history)
+        messages = (*history, ChatMessage("user", message))
         return BrainRequest(
             system=system,
             messages=messages,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Up to this many texts (a query, a turn's two messages) skip encode's batching.
+# Up to this many texts (a query, a turn's two messages) go as one run, unsorted.
 FAST_PATH_MAX = 4
 
 
@@ -207,11 +207,14 @@ class SentenceEmbedder:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         onnx = self._onnx
-        if onnx is not None and len(texts) <= FAST_PATH_MAX:
+        if onnx is not None:
             # Outside the torch lock: ONNX Runtime sessions take concurrent calls, so a
-            # query does not wait for an ingest batch.
+            # query does not wait for an ingest batch. Batches go here too: on one
+            # thread it costs ~2.5 ms of CPU a short text at any batch size, where
+            # torch's encode spent 18-24 ms a text on batches of 16-64 (two threads;
+            # measured for issue 28, see docs/DESIGN.md "CPU per turn").
             try:
-                return onnx.embed(texts)
+                return self._onnx_batches(onnx, texts)
             except (RuntimeError, ValueError) as exc:
                 raise EmbeddingUnavailable(f"embedding failed: {exc}") from exc
         try:
@@ -228,6 +231,19 @@ class SentenceEmbedder:
         except (RuntimeError, ValueError) as exc:
             raise EmbeddingUnavailable(f"embedding failed: {exc}") from exc
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _onnx_batches(self, onnx: OnnxQueryEncoder, texts: Sequence[str]) -> NDArray[np.float32]:
+        """``texts`` through ONNX Runtime in runs of ``batch_size``, shortest first (a run
+        is padded to its longest text), rows back in the callers' order."""
+        if len(texts) <= FAST_PATH_MAX:
+            return onnx.embed(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        step = max(1, self._batch_size)
+        for start in range(0, len(order), step):
+            run = order[start : start + step]
+            out[run] = onnx.embed([texts[i] for i in run])
+        return out
 
 
 def to_blob(vector: NDArray[np.float32]) -> bytes:

@@ -120,6 +120,8 @@ class PackResult:
     explain: Callable[[], tuple[dict[str, Any], ...]] = field(repr=False, compare=False)
     # The kept items as data (day, who, sanitised text), in the pack's order.
     recollections: tuple[Recollection, ...] = ()
+    # The stored messages the kept items come from.
+    kept_message_ids: frozenset[int] = frozenset()
 
     @cached_property
     def trace(self) -> tuple[dict[str, Any], ...]:
@@ -449,6 +451,7 @@ def select(
         filtered=tuple(filtered),
         explain=lambda: _trace(scored, signals),
         recollections=tuple(e.recollection for e in kept if e.recollection is not None),
+        kept_message_ids=frozenset(m for e in kept for m in e.candidate.item.source_message_ids),
     )
 
 

@@ -1,6 +1,9 @@
 """The memory layer in the turn: the pack before the reply, ingest and reinforcement after.
 
-``MemoryPackStage`` honours "remember …" / "forget …" first (so the reply can
+``MemoryPackStage`` runs after the history stage and packs none of the
+messages the history budget kept (``PromptDraft.window_ids``); it says which
+messages the pack holds (``PromptDraft.packed_message_ids``), so no later stage
+puts one of them back into the history. It honours "remember …" / "forget …" first (so the reply can
 confirm what really happened: the GUIDANCE block tells the model, and a note
 inside the pack says it even to the offline brain), then adds the Memory Pack
 and stores its trace under the turn id. ``MemoryIngestStage`` stores the
@@ -17,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from gateway.brains.base import BlockKind, Recollection
 from gateway.clock import local
 from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
-from gateway.tokens import estimate_tokens
 from memory import repo
 from memory.commands import CommandKind, MemoryCommand, asks_about_person, parse_command
 from memory.pack import asks
@@ -30,21 +32,6 @@ log = logging.getLogger(__name__)
 PERSON_SPEAKER = "Person"
 # The speaker an observation quoting a message starts with ("The person: ", "Sam: ").
 _QUOTED = re.compile(r"^[A-Z][\w .'-]{0,40}:\s+")
-
-
-def history_window(turn: TurnContext, budget_tokens: int) -> frozenset[int]:
-    """Ids of the messages ``RecentHistoryStage(budget_tokens)`` puts in the prompt verbatim."""
-    kept: list[tuple[int, str]] = []
-    used = estimate_tokens(turn.text)
-    for past in reversed(turn.recent):
-        if used + past.tokens > budget_tokens:
-            break
-        used += past.tokens
-        kept.append((past.message_id, past.role))
-    kept.reverse()
-    while kept and kept[0][1] != "user":
-        kept.pop(0)
-    return frozenset(message_id for message_id, _ in kept)
 
 
 def _quote(text: str, limit: int = 200) -> str:
@@ -153,11 +140,12 @@ class MemoryPackStage:
                 text=turn.text,
                 at=turn.received_at,
                 turn_id=turn.turn_id,
-                exclude_message_ids=history_window(turn, self.history_tokens) | {turn.message_id},
+                exclude_message_ids=draft.window_ids | {turn.message_id},
                 notes=tuple(notes),
             )
         )
         draft.add(BlockKind.MEMORY, pack.text)
+        draft.packed_message_ids = pack.result.kept_message_ids
         draft.recall = replace(
             draft.recall,
             notes=tuple(said),

@@ -31,10 +31,10 @@ class Upkeep(Recall):
     ) -> Reinforced:
         """Echo for items the person referred to or the reply used; fizzle for the rest."""
         await self.traces_saved(turn_id)
-        trace = await repo.trace_for_turn(self.store, turn_id)
-        if trace is None or not trace.kept_ids:
+        kept_ids = await repo.kept_ids_for_turn(self.store, turn_id)
+        if not kept_ids:
             return Reinforced()
-        return await self.reinforce_items(trace.kept_ids, person_id, user_text, reply_text, at)
+        return await self.reinforce_items(kept_ids, person_id, user_text, reply_text, at)
 
     async def reinforce_items(
         self,

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import select
+from sqlalchemy import Connection, insert, select
 
 from gateway.brains.base import ChatMessage
 from gateway.config import PersonaConfig
@@ -250,18 +250,20 @@ class SyncScorer:
         item: JudgeInput,
     ) -> Verdict:
         judgement = await self.judge.judge(item)
-        async with self.store.session() as session:
-            previous = (
-                await session.scalars(
-                    select(SyncScoreRow.ewma)
-                    .where(
-                        SyncScoreRow.conversation_id == conversation_id,
-                        SyncScoreRow.ewma.is_not(None),
-                    )
-                    .order_by(SyncScoreRow.turn_id.desc())
-                    .limit(self.policy.trend_window)
-                )
-            ).all()
+        previous_query = (
+            select(SyncScoreRow.ewma)
+            .where(
+                SyncScoreRow.conversation_id == conversation_id,
+                SyncScoreRow.ewma.is_not(None),
+            )
+            .order_by(SyncScoreRow.turn_id.desc())
+            .limit(self.policy.trend_window)
+        )
+
+        def work(connection: Connection) -> Verdict:
+            # Plain Core in the store's writer (one hop, no ORM unit of work): every
+            # reply of a conversation is judged, so this runs once a turn.
+            previous = connection.scalars(previous_query).all()
             history = [float(v) for v in reversed(previous) if v is not None]
             composite = None
             ewma = history[-1] if history else None
@@ -271,8 +273,7 @@ class SyncScorer:
                 history.append(ewma)
             tier = Tier.OK if ewma is None else self.policy.tier(ewma)
             trend = self.policy.trend(history)
-            values = judgement.scores.as_dict() if judgement.scores else {}
-            row = SyncScoreRow(
+            fields: dict[str, Any] = dict(
                 turn_id=turn_id,
                 conversation_id=conversation_id,
                 reply_message_id=reply_message_id,
@@ -289,11 +290,12 @@ class SyncScorer:
                 output_tokens=judgement.output_tokens,
                 detail=judgement.detail,
                 created_at=utcnow(),
-                **values,
+                **(judgement.scores.as_dict() if judgement.scores else {}),
             )
-            session.add(row)
-            await session.flush()
-            return _verdict(row)
+            connection.execute(insert(SyncScoreRow).values(**fields))
+            return _verdict(SyncScoreRow(**fields))
+
+        return await self.store.write(work)
 
 
 async def drift_state(store: Store, conversation_id: int) -> DriftState:

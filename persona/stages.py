@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Container, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from gateway.config import Config
 from gateway.prompt import (
     AfterTurnStage,
     ContextStage,
+    HistoryEntry,
     PastMessage,
     PromptDraft,
     TurnContext,
@@ -59,7 +60,6 @@ from persona.judge import (
     SyncScorer,
     TextEmbedder,
     Tier,
-    drift_state,
 )
 from persona.judge_llm import LLMJudge
 from persona.judge_local import LocalJudge
@@ -71,6 +71,7 @@ from persona.observation.rules import RuleObserver, RuleReflector
 from persona.observation.run import ObservePass, PassResult
 from persona.observation.types import ObservationSink, Observer, Reflector
 from persona.state import MergePolicy, PersonaBook, initial_state, load_exemplars
+from persona.turnfacts import persona_turn
 
 log = logging.getLogger(__name__)
 
@@ -80,53 +81,44 @@ MODEL_BRAINS = ("claude", "openai")
 # -- history helpers -------------------------------------------------------------
 
 
-def align(recent: Sequence[PastMessage], history: Sequence[ChatMessage]) -> list[int | None]:
-    """The stored message id of each history entry (None for entries a stage made up)."""
-    ids: list[int | None] = []
-    j = len(recent) - 1
-    for message in reversed(history):
-        k = j
-        while k >= 0 and not (recent[k].role == message.role and recent[k].text == message.text):
-            k -= 1
-        if k >= 0:
-            ids.append(recent[k].message_id)
-            j = k - 1
-        else:
-            ids.append(None)
-    ids.reverse()
-    return ids
-
-
 def restore_unobserved(
     recent: Sequence[PastMessage],
-    history: Sequence[ChatMessage],
+    history: Sequence[HistoryEntry],
     observed_through: int,
-) -> tuple[list[tuple[ChatMessage, int | None]], list[int]]:
+    packed: Container[int] = frozenset(),
+) -> tuple[list[HistoryEntry], list[int]]:
     """The history with every unobserved message in it, in order; and the ids put back.
 
     The history budget may drop old messages, but one the observer has not
     read yet would then be lost to the agent entirely: it stays until observed.
+    One the memory pack holds (``packed``) is not lost, and stays out: a
+    message is in the pack or in the history, never both.
     """
-    ids = align(recent, history)
-    present = {i for i in ids if i is not None}
-    missing = [m for m in recent if m.message_id > observed_through and m.message_id not in present]
+    present = {e.message_id for e in history if e.message_id is not None}
+    missing = [
+        m
+        for m in recent
+        if m.message_id > observed_through
+        and m.message_id not in present
+        and m.message_id not in packed
+    ]
     if not missing:
-        return list(zip(history, ids, strict=True)), []
-    merged: list[tuple[ChatMessage, int | None]] = []
+        return list(history), []
+    merged: list[HistoryEntry] = []
     pending = list(missing)
-    for message, message_id in zip(history, ids, strict=True):
-        while pending and message_id is not None and pending[0].message_id < message_id:
+    for entry in history:
+        while pending and entry.message_id is not None and pending[0].message_id < entry.message_id:
             past = pending.pop(0)
-            merged.append((ChatMessage(past.role, past.text), past.message_id))
-        merged.append((message, message_id))
-    merged.extend((ChatMessage(p.role, p.text), p.message_id) for p in pending)
+            merged.append(HistoryEntry(past.role, past.text, past.message_id))
+        merged.append(entry)
+    merged.extend(HistoryEntry(p.role, p.text, p.message_id) for p in pending)
     # The Messages API wants a user message first: bring the restored reply's question too.
-    if merged and merged[0][0].role == "assistant":
-        first_id = merged[0][1]
+    if merged and merged[0].role == "assistant":
+        first_id = merged[0].message_id
         before = [m for m in recent if first_id is not None and m.message_id < first_id]
         question = next((m for m in reversed(before) if m.role == "user"), None)
         if question is not None:
-            merged.insert(0, (ChatMessage("user", question.text), question.message_id))
+            merged.insert(0, HistoryEntry("user", question.text, question.message_id))
     return merged, [m.message_id for m in missing]
 
 
@@ -144,8 +136,8 @@ class PersonaStateStage:
         return "persona_state"
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        current = await self.book.current()
-        draft.add(BlockKind.PERSONA, current.state.render_contract())
+        facts = await persona_turn(self.book, turn, draft)
+        draft.add(BlockKind.PERSONA, facts.version.state.render_contract())
 
 
 @dataclass(frozen=True)
@@ -178,16 +170,21 @@ class AnchorStage:
         return "anchor"
 
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        through = await self.log.cursor(turn.conversation_id)
+        # Version, cursor, standing rebase and drift: read once for the turn's persona stages.
+        facts = await persona_turn(self.book, turn, draft)
+        through = facts.observed_through
         if self.guard_unobserved:
-            entries, restored = restore_unobserved(turn.recent, draft.history, through)
+            entries, restored = restore_unobserved(
+                turn.recent, draft.history, through, draft.packed_message_ids
+            )
         else:
             through = max((m.message_id for m in turn.recent), default=0)
-            entries = list(zip(draft.history, align(turn.recent, draft.history), strict=True))
+            entries = list(draft.history)
             restored = []
-        standing = await self._standing_rebase(turn.conversation_id)
-        turn_number = await self._turn_number(turn)
-        drift = await drift_state(self.store, turn.conversation_id)
+        standing = facts.standing
+        # The pipeline counts the turn when it starts; a context built by hand may not.
+        turn_number = turn.turn_number or await self._turn_number(turn)
+        drift = facts.drift
         since = None if standing is None else turn_number - int(standing["turn_number"])
         decision = plan(
             self.settings,
@@ -199,7 +196,7 @@ class AnchorStage:
         detail: dict[str, Any] = {"reason": decision.reason, "turn_number": turn_number}
         if restored:
             detail["restored_unobserved"] = restored
-        state = (await self.book.current()).state
+        state = facts.version.state
         kind = decision.kind
         guidance = ""
         if kind is ActionKind.REBASE:
@@ -226,17 +223,24 @@ class AnchorStage:
                 )
         if standing is not None:
             base = int(standing["base_message_id"])
-            entries = [(m, i) for m, i in entries if i is None or i >= base]
+            entries = [e for e in entries if e.message_id is None or e.message_id >= base]
             # The summary bridges to the first kept message; once the history has
             # moved past it (budget), the observations carry the past on their own.
-            if any(i == base for _, i in entries):
+            if any(e.message_id == base for e in entries):
                 guidance = str(standing["summary"])
-        history = [message for message, _ in entries]
+        history = entries
         if kind is ActionKind.ANCHOR:
             anchor = state.render_anchor(
                 self.settings.anchor_min_tokens, self.settings.anchor_max_tokens, self.agent_name
             )
-            history, positions = place_anchors(history, anchor)
+            placed, positions = place_anchors(
+                [ChatMessage(e.role, e.text) for e in history], anchor
+            )
+            # An anchor rides on a stored message: the entry stays that message.
+            history = [
+                HistoryEntry(m.role, m.text, e.message_id)
+                for m, e in zip(placed, history, strict=True)
+            ]
             detail.update(anchor=anchor, positions=positions, history_messages=len(history))
             if not positions:
                 kind = ActionKind.REINFORCE
@@ -260,19 +264,6 @@ class AnchorStage:
                 .where(Turn.conversation_id == turn.conversation_id, Turn.id <= turn.turn_id)
             )
         return int(count or 0)
-
-    async def _standing_rebase(self, conversation_id: int) -> dict[str, Any] | None:
-        async with self.store.reader() as session:
-            row = await session.scalar(
-                select(PersonaAction)
-                .where(
-                    PersonaAction.conversation_id == conversation_id,
-                    PersonaAction.kind == ActionKind.REBASE,
-                )
-                .order_by(PersonaAction.id.desc())
-                .limit(1)
-            )
-        return dict(row.detail) if row is not None else None
 
     async def _record(
         self,
@@ -369,7 +360,7 @@ class PersonaLoop:
         # The offline brain's notice is the gateway's voice, not the agent's: no verdict.
         if request is None or outcome.reply_text is None or not outcome.written_by_model:
             return
-        state = (await self.book.current()).state
+        state = (await self.book.latest()).state
 
         def block(kind: BlockKind) -> str:
             return "\n\n".join(b.text for b in request.system if b.kind is kind)

@@ -339,6 +339,23 @@ class PersonaBook:
     def __init__(self, store: Store, seed: PersonaState) -> None:
         self.store = store
         self.seed = seed
+        # The last version ``at`` read: versions never change, so it is parsed once.
+        self._known: VersionInfo | None = None
+
+    async def latest(self) -> VersionInfo:
+        """The newest version, as ``current``, reading only its number when it is known."""
+        query = select(func.max(PersonaVersion.version))
+        version = await self.store.read(lambda connection: connection.scalar(query))
+        return await self.at(version)
+
+    async def at(self, version: int | None) -> VersionInfo:
+        """Version ``version`` (None: there is none yet, the seed becomes version 1)."""
+        known = self._known
+        if known is not None and known.version == version:
+            return known
+        info = await self.current() if version is None else await self.get(version)
+        self._known = info
+        return info
 
     async def current(self) -> VersionInfo:
         """The newest version; the seed becomes version 1 on first use."""

@@ -9,6 +9,7 @@ import io
 import os
 import struct
 import termios
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -146,3 +147,12 @@ def test_bench_gateway_misses_leave_its_exit_status_as_it_was(
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2] == "MISS  gateway overhead p95 <= 25 ms (measured: 80 ms)"
     assert lines[-1].startswith("PASS" if errors == 0 else "MISS")
+
+
+def test_the_gateway_bench_reads_a_process_cpu_time_from_proc() -> None:
+    # The bench's cpu_ms_per_turn comes from /proc/<pid>/stat; for this process it must
+    # agree with the interpreter's own count (ticks are 10 ms).
+    total = 0
+    for i in range(2_000_000):
+        total += i
+    assert abs(gateway_bench.cpu_seconds(os.getpid()) - time.process_time()) < 0.05

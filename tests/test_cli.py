@@ -216,6 +216,8 @@ def test_bench_gateway_prints_its_figures_as_json() -> None:
         "wall_s",
         "rtt_p50_ms",
         "rtt_p95_ms",
+        "cpu_s",
+        "cpu_ms_per_turn",
     }
     assert (figures["conversations"], figures["turns"], figures["errors"]) == (3, 6, 0)
     # The default stages ran, as the gateway itself reports them.
@@ -227,6 +229,8 @@ def test_bench_gateway_prints_its_figures_as_json() -> None:
     assert figures["prepare_p95_ms"] > 0
     assert figures["deliver_p95_ms"] > 0
     assert figures["turns_per_s"] > 0
+    # The gateway's own CPU time: it did work for the turns.
+    assert figures["cpu_ms_per_turn"] > 0
 
 
 def test_bench_gateway_core_stages_leave_memory_and_persona_loop_out() -> None:

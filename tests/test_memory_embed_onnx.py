@@ -42,9 +42,11 @@ def test_queries_on_onnx_give_torchs_vectors_and_the_export_is_reused(
     # A batch of a few is padded: padding must not change any vector.
     batch = embedder.embed(TEXTS)
     assert np.min(np.sum(batch * torch_vectors, axis=1)) > 0.9999
-    # Large requests (ingest) stay on torch's batched path, with the same vectors.
+    # Large requests (ingest) go through ONNX too, in runs shortest first: the
+    # same vectors, each row still the caller's text.
     many = embedder.embed(TEXTS * 3)
     assert many.shape == (9, torch_vectors.shape[1])
+    assert np.min(np.sum(many * np.tile(torch_vectors, (3, 1)), axis=1)) > 0.9999
 
     graph = graph_of(tmp_path / "models")
     written = graph.stat().st_mtime_ns

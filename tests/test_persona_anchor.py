@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.brains.base import BlockKind, ChatMessage
-from gateway.prompt import PastMessage, PromptDraft, TurnContext
+from gateway.brains.base import BlockKind
+from gateway.prompt import HistoryEntry, PastMessage, PromptDraft, TurnContext
 from gateway.store import Store
 from gateway.store.repo import finish_turn, resolve_address, store_inbound
 from persona.anchor import (
@@ -25,7 +25,7 @@ from persona.anchor import (
 from persona.judge import DriftState, Tier, Trend
 from persona.models import ActionKind, PersonaAction
 from persona.observation.log import ObservationLog
-from persona.stages import AnchorStage, align, restore_unobserved
+from persona.stages import AnchorStage, restore_unobserved
 from persona.state import HardRule, PersonaBook, PersonaState, Weighted
 
 SETTINGS = PlannerSettings(warmup_turns=3, anchor_min_messages=6, rebase_cooldown_turns=5)
@@ -45,8 +45,9 @@ def past(n: int, *, start: int = 1) -> list[PastMessage]:
     return messages
 
 
-def chat(messages: list[PastMessage]) -> list[ChatMessage]:
-    return [ChatMessage(m.role, m.text) for m in messages]
+def chat(messages: list[PastMessage]) -> list[HistoryEntry]:
+    # As the history stage leaves them: each entry with its stored message's id.
+    return [HistoryEntry(m.role, m.text, m.message_id) for m in messages]
 
 
 @pytest.mark.parametrize(
@@ -149,15 +150,14 @@ def test_unobserved_messages_are_put_back_into_the_history() -> None:
     recent = past(12)
     # The history stage kept only the last four messages (budget).
     trimmed = chat(recent[-4:])
-    assert align(recent, trimmed) == [9, 10, 11, 12]
     entries, restored = restore_unobserved(recent, trimmed, observed_through=6)
     assert restored == [7, 8]
-    assert [i for _, i in entries] == [7, 8, 9, 10, 11, 12]
+    assert [e.message_id for e in entries] == [7, 8, 9, 10, 11, 12]
     # Observed messages may go; an unobserved assistant reply brings its question along.
     entries, restored = restore_unobserved(recent, trimmed, observed_through=7)
     assert restored == [8]
-    assert [i for _, i in entries] == [7, 8, 9, 10, 11, 12]
-    assert entries[0][0].role == "user"
+    assert [e.message_id for e in entries] == [7, 8, 9, 10, 11, 12]
+    assert entries[0].role == "user"
     # Nothing to restore when all is observed.
     entries, restored = restore_unobserved(recent, trimmed, observed_through=12)
     assert restored == []
@@ -227,3 +227,12 @@ async def test_a_standing_rebase_holds_until_the_history_moves_past_it(tmp_path:
         await stage.apply(turn, moved_on)
         assert BlockKind.GUIDANCE not in moved_on.blocks
         assert moved_on.history[0].text == "question 4"
+
+
+def test_a_message_the_pack_holds_is_not_put_back_into_the_history() -> None:
+    recent = past(12)
+    trimmed = chat(recent[-4:])
+    # Messages 7 and 8 are unobserved and out of the budget; the pack already holds 8.
+    entries, restored = restore_unobserved(recent, trimmed, observed_through=6, packed={8})
+    assert restored == [7]
+    assert [e.message_id for e in entries] == [7, 9, 10, 11, 12]

@@ -28,11 +28,16 @@ JSON printed with ``--json``::
     {"stages", "context_stages", "after_turn_stages", "conversations", "pause_ms", "turns",
      "turns_per_s", "errors", "overhead_p50_ms", "overhead_p95_ms",
      "prepare_p95_ms", "deliver_p95_ms", "wall_s",
-     "rtt_p50_ms", "rtt_p95_ms"}
+     "rtt_p50_ms", "rtt_p95_ms", "cpu_s", "cpu_ms_per_turn"}
 
 ``turns`` counts replied turns; ``errors`` counts turns that did not end in
 a reply (error frames, timeouts, dropped connections, failed turns in the
 store); ``rtt_*`` is the client's view (message sent → reply received).
+``cpu_s`` is the CPU time (user + system, all threads) the gateway process
+spent from the first message until it fell idle after the last reply (its
+after-turn work included), and ``cpu_ms_per_turn`` that over the replied
+turns: unlike ``turns_per_s`` it does not drop when other processes share
+the cores.
 Exit status 1 when there were errors.
 
 ``--burst N`` measures overload instead: see ``gateway/bench/burst_bench.py``.
@@ -78,6 +83,11 @@ from gateway.errors import ConfigError
 TARGET_OVERHEAD_P95_MS = 25.0
 STARTUP_TIMEOUT_S = 60.0
 TURN_TIMEOUT_S = 60.0
+# After the last reply the gateway still finishes after-turn work (judge, observe);
+# it counts as idle once it spends less than this share of one core.
+IDLE_CPU_SHARE = 0.05
+IDLE_POLL_S = 0.5
+IDLE_WAIT_S = 30.0
 
 
 def free_port() -> int:
@@ -396,11 +406,13 @@ async def run(
     await gateway.start()
     try:
         ran = await running_stages(gateway.base_url)
+        cpu_start = cpu_seconds(gateway.pid)
         started = time.perf_counter()
         driven = await drive(
             gateway.base_url, conversations, turns, run_id=str(port), pause_s=pause_ms / 1000
         )
         wall_s = time.perf_counter() - started
+        cpu_s = await cpu_until_idle(gateway.pid) - cpu_start
     finally:
         status = await gateway.stop()
     timings, not_replied = await asyncio.to_thread(read_turn_timings, data_dir / "agentgw.db")
@@ -426,8 +438,32 @@ async def run(
         "wall_s": round(wall_s, 2),
         "rtt_p50_ms": round(percentile(driven.rtt_ms, 0.50), 2),
         "rtt_p95_ms": round(percentile(driven.rtt_ms, 0.95), 2),
+        "cpu_s": round(cpu_s, 2),
+        "cpu_ms_per_turn": round(cpu_s * 1000 / driven.replied, 2) if driven.replied else 0.0,
         "problems": driven.problems[:10],
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process (all its threads) so far, from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        # The command name may hold spaces: the fields after it start past its ")".
+        fields = stat.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] is field 3.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_until_idle(pid: int) -> float:
+    """The process's CPU seconds once it has fallen idle (or after ``IDLE_WAIT_S``)."""
+    deadline = time.monotonic() + IDLE_WAIT_S
+    before = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(IDLE_POLL_S)
+        now = cpu_seconds(pid)
+        if now - before <= IDLE_CPU_SHARE * IDLE_POLL_S:
+            return now
+        before = now
+    return before
 
 
 def resident_mb(pid: int) -> float:

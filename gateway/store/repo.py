@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Integer, bindparam, insert, select, update
+from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -143,6 +143,17 @@ _HISTORY = (
 )
 
 
+# This turn's place in its conversation: 1 for the first.
+_TURN_NUMBER = (
+    select(func.count())
+    .select_from(Turn)
+    .where(
+        Turn.conversation_id == bindparam("b_conversation_id"),
+        Turn.id <= bindparam("b_turn_id"),
+    )
+)
+
+
 def _update_turn(connection: Connection, turn_id: int, values: Mapping[str, Any]) -> None:
     if values:
         connection.execute(_UPDATE_TURN, {"b_turn_id": turn_id, **values})
@@ -272,8 +283,8 @@ async def start_turn(
     message_id: int,
     limit: int,
     pending_values: Mapping[int, Mapping[str, Any]] | None = None,
-) -> list[PastRow]:
-    """Mark the turn generating and read its history, oldest first.
+) -> TurnStart:
+    """Mark the turn generating and read its history, oldest first, and its number.
 
     The history is every message of the conversation stored so far except
     this one and the user messages whose turns still wait in the queue: the
@@ -282,16 +293,27 @@ async def start_turn(
     pipeline measured after an earlier turn's last write, written here too.
     """
 
-    def work(connection: Connection) -> list[PastRow]:
+    def work(connection: Connection) -> TurnStart:
         _update_turn(connection, turn_id, {"status": TurnStatus.GENERATING, "started_at": utcnow()})
         _write_values(connection, pending_values)
         rows = connection.execute(
             _HISTORY,
             {"b_conversation_id": conversation_id, "b_message_id": message_id, "b_limit": limit},
         ).all()
-        return [PastRow(r[0], r[1], r[2], r[3], r[4]) for r in reversed(rows)]
+        number = connection.execute(
+            _TURN_NUMBER, {"b_conversation_id": conversation_id, "b_turn_id": turn_id}
+        ).scalar_one()
+        return TurnStart([PastRow(r[0], r[1], r[2], r[3], r[4]) for r in reversed(rows)], number)
 
     return await store.write(work)
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What ``start_turn`` read: the history (oldest first) and the turn's number."""
+
+    history: list[PastRow]
+    turn_number: int
 
 
 @dataclass(frozen=True)

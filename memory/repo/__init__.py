@@ -88,6 +88,7 @@ from memory.repo.sources import (
     pack_sources,
 )
 from memory.repo.traces import (
+    kept_ids_for_turn,
     prune_traces,
     save_trace,
     trace_for_turn,
@@ -162,6 +163,7 @@ __all__ = [
     "held_for_person",
     "indexable_ids",
     "insert_items",
+    "kept_ids_for_turn",
     "lexical_rows",
     "lexical_rows_of",
     "long_episodes",

@@ -416,13 +416,10 @@ async def existing_refs(store: Store, person_id: int, refs: Sequence[str]) -> se
     """Which of these source refs already have an item (a retried turn is not stored twice)."""
     if not refs:
         return set()
-    async with store.reader() as session:
-        rows = await session.scalars(
-            select(MemoryItem.source_ref).where(
-                MemoryItem.person_id == person_id, MemoryItem.source_ref.in_(list(refs))
-            )
-        )
-        return set(rows.all())
+    query = select(MemoryItem.source_ref).where(
+        MemoryItem.person_id == person_id, MemoryItem.source_ref.in_(list(refs))
+    )
+    return await store.read(lambda connection: set(connection.scalars(query).all()))
 
 
 async def forgotten_messages(store: Store, person_id: int, message_ids: Sequence[int]) -> bool:

@@ -77,3 +77,16 @@ async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
             .where(MemoryTrace.turn_id == turn_id)
             .order_by(MemoryTrace.id.desc())
         )
+
+
+async def kept_ids_for_turn(store: Store, turn_id: int) -> list[int] | None:
+    """The items the turn's pack kept (None: no trace): only that column, not the
+    compressed candidates a whole trace would decompress and parse (every turn)."""
+    query = (
+        select(MemoryTrace.kept_ids)
+        .where(MemoryTrace.turn_id == turn_id)
+        .order_by(MemoryTrace.id.desc())
+        .limit(1)
+    )
+    kept = await store.read(lambda connection: connection.scalar(query))
+    return None if kept is None else [int(i) for i in kept]

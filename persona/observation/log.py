@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from gateway.store import Store
 from gateway.store.models import Message, utcnow
@@ -92,6 +92,21 @@ class ObservationLog:
                 )
             ).all()
         return list(rows)
+
+    async def unobserved_tokens(self, conversation_id: int) -> int:
+        """The tokens of the messages the observer has not read: one statement, no rows
+        (every turn asks whether a pass is due)."""
+        through = (
+            select(ObserveCursor.observed_through_message_id)
+            .where(ObserveCursor.conversation_id == conversation_id)
+            .scalar_subquery()
+        )
+        query = select(func.coalesce(func.sum(Message.tokens), 0)).where(
+            Message.conversation_id == conversation_id,
+            Message.id > func.coalesce(through, 0),
+        )
+        tokens = await self.store.read(lambda connection: connection.scalar(query))
+        return int(tokens or 0)
 
     async def advance(self, conversation_id: int, through_message_id: int) -> None:
         async with self.store.session() as session:

@@ -95,8 +95,8 @@ class ObservePass:
         return (input_tokens * self.prices[0] + output_tokens * self.prices[1]) / 1_000_000
 
     async def due(self, conversation_id: int) -> bool:
-        messages = await self.log.unobserved(conversation_id)
-        return sum(m.tokens for m in messages) >= self.config.observer_tokens
+        tokens = await self.log.unobserved_tokens(conversation_id)
+        return tokens >= self.config.observer_tokens
 
     async def run(
         self, conversation_id: int, person_id: int, *, force: bool = False

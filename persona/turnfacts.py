@@ -1,0 +1,92 @@
+"""The persona loop's facts of one turn, read once, in one statement, and shared.
+
+The persona stages of a turn need the current PersonaState, how far the
+observer has read the conversation, its standing rebase and its drift. Each
+stage used to read its own (seven reads a turn, the current version parsed
+twice); ``persona_turn`` reads them together the first time a stage asks and
+keeps them in the turn's draft for the others. A version's state is parsed
+once per version, not once per turn (``PersonaBook.at``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from gateway.prompt import PromptDraft, TurnContext
+from persona.judge import DriftState, Tier, Trend
+from persona.models import ActionKind, ObserveCursor, PersonaAction, PersonaVersion, SyncScoreRow
+from persona.state import PersonaBook, VersionInfo
+
+
+@dataclass(frozen=True)
+class PersonaTurn:
+    version: VersionInfo
+    # Every message up to this id has been read by the observer.
+    observed_through: int
+    # The detail of the conversation's latest rebase (its summary and base message), if any.
+    standing: dict[str, Any] | None
+    drift: DriftState
+
+
+def _latest_score(column: Any, conversation_id: int) -> ColumnElement[Any]:
+    return (
+        select(column)
+        .where(SyncScoreRow.conversation_id == conversation_id)
+        .order_by(SyncScoreRow.turn_id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+async def read_persona_turn(book: PersonaBook, conversation_id: int) -> PersonaTurn:
+    """The facts in one statement (plus one when a new persona version came up)."""
+    query = select(
+        select(func.max(PersonaVersion.version)).scalar_subquery(),
+        select(ObserveCursor.observed_through_message_id)
+        .where(ObserveCursor.conversation_id == conversation_id)
+        .scalar_subquery(),
+        select(PersonaAction.detail)
+        .where(
+            PersonaAction.conversation_id == conversation_id,
+            PersonaAction.kind == ActionKind.REBASE,
+        )
+        .order_by(PersonaAction.id.desc())
+        .limit(1)
+        .scalar_subquery(),
+        _latest_score(SyncScoreRow.id, conversation_id),
+        _latest_score(SyncScoreRow.ewma, conversation_id),
+        _latest_score(SyncScoreRow.tier, conversation_id),
+        _latest_score(SyncScoreRow.trend, conversation_id),
+        select(func.count())
+        .select_from(SyncScoreRow)
+        .where(SyncScoreRow.conversation_id == conversation_id)
+        .scalar_subquery(),
+    )
+    # A plain read on a reader thread: one hop, where a session pays several a statement.
+    version, through, standing, score_id, ewma, tier, trend, verdicts = await book.store.read(
+        lambda connection: tuple(connection.execute(query).one())
+    )
+    drift = (
+        DriftState(None, Tier.OK, Trend.STABLE, 0)
+        if score_id is None
+        else DriftState(ewma, Tier(tier), Trend(trend), int(verdicts))
+    )
+    return PersonaTurn(
+        version=await book.at(version),
+        observed_through=int(through or 0),
+        standing=dict(standing) if standing is not None else None,
+        drift=drift,
+    )
+
+
+async def persona_turn(book: PersonaBook, turn: TurnContext, draft: PromptDraft) -> PersonaTurn:
+    """The turn's persona facts: read by the first persona stage that asks, then shared."""
+    facts = draft.fact(PersonaTurn)
+    if facts is None:
+        facts = await read_persona_turn(book, turn.conversation_id)
+        draft.facts[PersonaTurn] = facts
+    return facts
