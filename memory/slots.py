@@ -219,8 +219,24 @@ _LEADING = re.compile(r"^(?:a|an|the|my|our|in|at)\s+", re.I)
 # Words that are not a value on their own ("I live in a flat", "I joined them").
 _NOT_VALUES = frozenset(
     {
-        *"it that this there here them him her us you one home work place flat".split(),
-        *"apartment house city town job company team things stuff".split(),
+        *[
+            "it",
+            "that",
+            "this",
+            "there",
+            "here",
+            "them",
+            "him",
+            "her",
+            "us",
+            "you",
+            "one",
+            "home",
+            "work",
+            "place",
+            "flat",
+        ],
+        *["apartment", "house", "city", "town", "job", "company", "team", "things", "stuff"],
     }
 )
 # A question makes no claim.
