@@ -1,0 +1,272 @@
+"""Current facts and the trust pass (issue 22): through real turns (scripted brain,
+real store and embedder) and on the rules and the pack directly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from gateway.brains.base import BlockKind, Purpose
+from gateway.brains.scripted import ScriptedBrain
+from gateway.config import Config
+from memory.embed import SentenceEmbedder
+from memory.models import MemoryItem
+from memory.service import Episode, MemoryService, PackRequest
+from memory.slots import Claim, claims
+from memory.trust import CATEGORY_TTL_DAYS, ttl_days
+from tests.conftest import RunningGateway, make_config, start_gateway
+from tests.test_telegram import webchat_turn
+
+pytestmark = pytest.mark.slow
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> SentenceEmbedder:
+    return SentenceEmbedder.load()
+
+
+def trust_config(tmp_path: Path, **memory: object) -> Config:
+    # A verbatim history of (almost) nothing: every earlier message reaches the model
+    # through the pack, where the trust pass applies.
+    return make_config(
+        tmp_path, memory={"embedder": "minilm", "history_tokens": 1, **memory}
+    )
+
+
+@asynccontextmanager
+async def gateway(
+    config: Config, brain: ScriptedBrain, embedder: SentenceEmbedder
+) -> AsyncIterator[RunningGateway]:
+    from aiohttp.test_utils import TestServer
+
+    from gateway.app import GATEWAY, create_app
+
+    server = TestServer(create_app(config, brain=brain, embedder=embedder), host="127.0.0.1")
+    await server.start_server()
+    await server.app[GATEWAY].ready.wait()
+    import aiohttp
+
+    session = aiohttp.ClientSession()
+    try:
+        yield RunningGateway(server, session)
+    finally:
+        await session.close()
+        await server.close()
+
+
+async def turn(running: RunningGateway, text: str) -> None:
+    await webchat_turn(running, "trust-session-1", text)
+    # The reply goes out before the after-turn stages (memory ingest) end.
+    router = running.gateway.router
+    for _ in range(600):
+        if router.turns_in_flight == 0:
+            break
+        await asyncio.sleep(0.05)
+    memory = running.gateway.memory
+    assert memory is not None
+    await memory.traces_saved()
+
+
+def pack_lines(brain: ScriptedBrain) -> list[str]:
+    """The lines of the memory pack of the last reply request."""
+    for request in reversed(brain.requests):
+        if request.purpose is not Purpose.REPLY:
+            continue
+        blocks = [b.text for b in request.system if b.kind is BlockKind.MEMORY]
+        assert blocks, "the reply request had no memory block"
+        return blocks[0].splitlines()
+    raise AssertionError("no reply request")
+
+
+def line_of(lines: list[str], words: str) -> int:
+    found = [n for n, line in enumerate(lines) if words in line]
+    assert found, f"{words!r} not in the pack:\n" + "\n".join(lines)
+    return found[0]
+
+
+# -- through real turns --------------------------------------------------------------
+
+
+async def test_a_move_packs_the_new_place_first_and_the_old_one_superseded(
+    tmp_path: Path, embedder: SentenceEmbedder
+) -> None:
+    brain = ScriptedBrain(script=["Lisbon sounds lovely!", "Congratulations on the move!"])
+    async with gateway(trust_config(tmp_path), brain, embedder) as running:
+        await turn(running, "I live in Lisbon, in a small flat near the river.")
+        await turn(running, "Big news: I moved from Lisbon to Porto!")
+        await turn(running, "Where do I live?")
+    lines = pack_lines(brain)
+    text = "\n".join(lines)
+    porto = line_of(lines, "moved from Lisbon to Porto")
+    lisbon = line_of(lines, "I live in Lisbon")
+    assert porto < lisbon
+    assert "[superseded " in lines[lisbon]
+    assert "[superseded" not in lines[porto]
+    # The agent's reply that repeated the old place is outdated with it, if packed.
+    if "Lisbon sounds lovely" in text:
+        assert "[superseded " in lines[line_of(lines, "Lisbon sounds lovely")]
+    # The frame says what the tag means.
+    assert "[superseded DATE]: no longer true" in text
+
+
+async def test_two_conflicting_statements_in_one_day_are_both_flagged(
+    tmp_path: Path, embedder: SentenceEmbedder
+) -> None:
+    brain = ScriptedBrain()
+    async with gateway(trust_config(tmp_path), brain, embedder) as running:
+        await turn(running, "My dog's name is Rex.")
+        await turn(running, "My dog's name is Biscuit.")
+        await turn(running, "What is my dog called?")
+    lines = pack_lines(brain)
+    rex, biscuit = line_of(lines, "name is Rex"), line_of(lines, "name is Biscuit")
+    assert "[conflict]" in lines[rex] and "[conflict]" in lines[biscuit]
+    # Same confidence: the newer first.
+    assert biscuit < rex
+    assert "[conflict]: two memories disagree" in "\n".join(lines)
+
+
+async def test_unrelated_facts_never_end_each_other(
+    tmp_path: Path, embedder: SentenceEmbedder
+) -> None:
+    brain = ScriptedBrain()
+    async with gateway(trust_config(tmp_path), brain, embedder) as running:
+        for text in (
+            "I live in Lisbon.",
+            "I work at Acme Corp as a designer.",
+            "My dog's name is Rex.",
+            "My favourite film is Alien.",
+            "My sister lives in Berlin.",
+            "I love the food in Porto.",
+            "We visited Madrid last spring.",
+            "My cat's name is Tom.",
+            "My favourite book is Dune.",
+        ):
+            await turn(running, text)
+        await turn(running, "Where do I live and where do I work?")
+        memory = running.gateway.memory
+        assert memory is not None
+        async with memory.store.reader() as session:
+            ended = (
+                await session.scalars(
+                    select(MemoryItem.content).where(MemoryItem.valid_until.is_not(None))
+                )
+            ).all()
+    assert ended == []
+    assert not any("[superseded" in line for line in pack_lines(brain))
+
+
+# -- the service, dated ----------------------------------------------------------------
+
+
+@pytest.fixture
+async def service(tmp_path: Path, embedder: SentenceEmbedder) -> AsyncIterator[MemoryService]:
+    from gateway.store import Store
+    from gateway.store.models import Person
+
+    config = trust_config(tmp_path)
+    async with Store(config.database_url) as store:
+        async with store.session() as session:
+            session.add(Person(id=1, display_name="Ada"))
+        started = await MemoryService.start(store, config, embedder=embedder)
+        try:
+            yield started
+        finally:
+            await started.aclose()
+
+
+async def say(service: MemoryService, text: str, at: datetime) -> None:
+    await service.ingest([Episode(person_id=1, text=text, at=at, role="user", speaker="Ada")])
+
+
+async def pack(service: MemoryService, text: str, at: datetime) -> list[str]:
+    built = await service.build_pack(PackRequest(person_id=1, text=text, at=at))
+    return built.text.splitlines()
+
+
+async def test_a_question_about_the_past_still_finds_the_old_fact(
+    service: MemoryService,
+) -> None:
+    await say(service, "I live in Lisbon.", T0)
+    await say(service, "I moved to Porto.", T0 + timedelta(days=200))
+    lines = await pack(service, "Where did I live last year?", T0 + timedelta(days=300))
+    assert "[superseded 2026-07-24]" in lines[line_of(lines, "I live in Lisbon")]
+
+
+async def test_stale_and_uncertain_are_tagged(service: MemoryService) -> None:
+    await say(service, "I work at Initech.", T0)
+    from memory.repo import NewItem
+
+    await service.add_items(
+        [
+            NewItem(
+                person_id=1,
+                type=__import__("memory.types", fromlist=["ItemType"]).ItemType.FACT,
+                content="Ada: maybe allergic to cats",
+                occurred_at=T0,
+                confidence=0.2,
+                author="observer",
+            )
+        ]
+    )
+    lines = await pack(service, "Where do I work? Any allergies?", T0 + timedelta(days=120))
+    assert "[stale]" in lines[line_of(lines, "I work at Initech")]
+    assert "[uncertain]" in lines[line_of(lines, "allergic to cats")]
+
+
+@pytest.fixture
+def category_ttl() -> Iterator[dict[str, float]]:
+    saved = dict(CATEGORY_TTL_DAYS)
+    yield CATEGORY_TTL_DAYS
+    CATEGORY_TTL_DAYS.clear()
+    CATEGORY_TTL_DAYS.update(saved)
+
+
+def test_the_ttl_is_one_lookup_by_category(category_ttl: dict[str, float]) -> None:
+    assert ttl_days("ada:employer", 90.0) == 90.0
+    category_ttl["employer"] = 365.0
+    category_ttl["date"] = 14.0
+    assert ttl_days("ada:employer", 90.0) == 365.0
+    assert ttl_days("ada:date_wedding", 90.0) == 14.0
+
+
+# -- the rules ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I moved from Lisbon to Porto last month.", Claim("residence", "porto", "lisbon")),
+        ("I live in Lisbon.", Claim("residence", "lisbon")),
+        ("I started at Acme Corp on Monday", Claim("employer", "acme corp")),
+        ("my dog's name is Rex", Claim("dog_name", "rex")),
+        ("We broke up.", Claim("partner", "", ends=True)),
+        ("I no longer work at Google", Claim("employer", "", "google", ends=True)),
+        ("I switched from Vim to Emacs", Claim("uses_editor", "emacs", "vim")),
+        ("My favorite color is now green", Claim("favourite_color", "green")),
+        ("I got promoted to senior engineer", Claim("job_title", "senior engineer")),
+    ],
+)
+def test_rules_read_common_phrasings(text: str, expected: Claim) -> None:
+    assert expected in claims(text, T0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you live in Lisbon?",
+        "If I moved to Berlin I would be sad",
+        "I joined a book club",
+        "I love Lisbon",
+        "My sister lives in Berlin",
+    ],
+)
+def test_rules_claim_nothing_here(text: str) -> None:
+    assert claims(text, T0) == []
