@@ -137,7 +137,10 @@ async def test_unrelated_facts_never_end_each_other(
     tmp_path: Path, embedder: SentenceEmbedder
 ) -> None:
     brain = ScriptedBrain()
-    async with gateway(trust_config(tmp_path), brain, embedder) as running:
+    # No conflict window: any two values of one slot, however close in time, would
+    # end one another here, so only the slot rules keep these facts apart.
+    config = trust_config(tmp_path, conflict_window_h=0.0)
+    async with gateway(config, brain, embedder) as running:
         for text in (
             "I live in Lisbon.",
             "I work at Acme Corp as a designer.",
@@ -160,7 +163,7 @@ async def test_unrelated_facts_never_end_each_other(
                 )
             ).all()
     assert ended == []
-    assert not any("[superseded" in line for line in pack_lines(brain))
+    assert not any("[superseded" in line or "[conflict" in line for line in pack_lines(brain))
 
 
 # -- the service, dated ----------------------------------------------------------------
