@@ -10,17 +10,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from playwright.async_api import Browser
 from sqlalchemy import select
 
 from gateway.brains.base import BlockKind, Purpose
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
 from memory.embed import SentenceEmbedder
-from memory.models import MemoryItem
+from memory.models import MemoryItem, MemoryTrace
 from memory.service import Episode, MemoryService, PackRequest
 from memory.slots import Claim, claims
 from memory.trust import CATEGORY_TTL_DAYS, ttl_days
-from tests.conftest import RunningGateway, make_config, start_gateway
+from tests.conftest import RunningGateway, make_config, requires_chromium, screenshot
 from tests.test_telegram import webchat_turn
 
 pytestmark = pytest.mark.slow
@@ -36,9 +37,7 @@ def embedder() -> SentenceEmbedder:
 def trust_config(tmp_path: Path, **memory: object) -> Config:
     # A verbatim history of (almost) nothing: every earlier message reaches the model
     # through the pack, where the trust pass applies.
-    return make_config(
-        tmp_path, memory={"embedder": "minilm", "history_tokens": 1, **memory}
-    )
+    return make_config(tmp_path, memory={"embedder": "minilm", "history_tokens": 1, **memory})
 
 
 @asynccontextmanager
@@ -127,7 +126,8 @@ async def test_two_conflicting_statements_in_one_day_are_both_flagged(
         await turn(running, "What is my dog called?")
     lines = pack_lines(brain)
     rex, biscuit = line_of(lines, "name is Rex"), line_of(lines, "name is Biscuit")
-    assert "[conflict]" in lines[rex] and "[conflict]" in lines[biscuit]
+    assert "[conflict]" in lines[rex]
+    assert "[conflict]" in lines[biscuit]
     # Same confidence: the newer first.
     assert biscuit < rex
     assert "[conflict]: two memories disagree" in "\n".join(lines)
@@ -273,3 +273,41 @@ def test_rules_read_common_phrasings(text: str, expected: Claim) -> None:
 )
 def test_rules_claim_nothing_here(text: str) -> None:
     assert claims(text, T0) == []
+
+
+# -- the panel ----------------------------------------------------------------------
+
+
+@requires_chromium
+async def test_the_panel_pack_view_shows_the_tags(
+    tmp_path: Path, embedder: SentenceEmbedder, browser: Browser
+) -> None:
+    from playwright.async_api import expect
+
+    brain = ScriptedBrain()
+    async with gateway(trust_config(tmp_path), brain, embedder) as running:
+        await turn(running, "I live in Lisbon.")
+        await turn(running, "I moved from Lisbon to Porto.")
+        await turn(running, "Where do I live?")
+        memory = running.gateway.memory
+        assert memory is not None
+        async with memory.store.reader() as session:
+            turn_id = (
+                await session.scalars(
+                    select(MemoryTrace.turn_id).order_by(MemoryTrace.id.desc()).limit(1)
+                )
+            ).one()
+        context = await browser.new_context()
+        page = await context.new_page()
+        try:
+            await page.goto(running.url(f"/panel/memory/turns/{turn_id}"))
+            row = page.locator("#trace tbody tr[data-decision=kept]", has_text="I live in Lisbon")
+            # Its echo in the agent's reply ("You said: I live in Lisbon.") is tagged too.
+            await expect(row).to_have_count(2)
+            await expect(row.first.locator('.trust-tag[data-tag="superseded"]')).to_contain_text(
+                "[superseded "
+            )
+            await expect(page.locator("#trust-legend")).to_be_visible()
+            await screenshot(page, "panel-memory-pack-trust.png")
+        finally:
+            await context.close()
