@@ -311,3 +311,28 @@ async def test_the_panel_pack_view_shows_the_tags(
             await screenshot(page, "panel-memory-pack-trust.png")
         finally:
             await context.close()
+
+
+async def test_the_observations_block_never_states_a_replaced_fact_as_current(
+    tmp_path: Path, embedder: SentenceEmbedder
+) -> None:
+    brain = ScriptedBrain()
+    config = make_config(
+        tmp_path,
+        memory={"embedder": "minilm", "history_tokens": 1},
+        observe={"observer_tokens": 5},
+    )
+    async with gateway(config, brain, embedder) as running:
+        await turn(running, "I live in Lisbon, in a small flat near the river.")
+        loop = running.gateway.persona
+        assert loop is not None
+        assert await loop.idle(30)
+        await turn(running, "Big news: I moved from Lisbon to Porto!")
+        assert await loop.idle(30)
+        await turn(running, "Where do I live?")
+    request = next(r for r in reversed(brain.requests) if r.purpose is Purpose.REPLY)
+    block = "\n".join(b.text for b in request.system if b.kind is BlockKind.OBSERVATIONS)
+    lisbon = [line for line in block.splitlines() if "I live in Lisbon" in line]
+    # Retired by the reflector, or tagged: never an untagged current fact.
+    assert all("[superseded " in line for line in lisbon), block
+    assert "Porto" in block

@@ -135,3 +135,14 @@ async def replies_after(
     )
     async with store.reader() as session:
         return [(int(r[0]), r[1], r[2]) for r in (await session.execute(query)).all()]
+
+
+async def ended_of(store: Store, ids: Sequence[int]) -> dict[int, datetime]:
+    """Of these items, those a newer statement ended: id -> when."""
+    if not ids:
+        return {}
+    query = select(MemoryItem.id, MemoryItem.valid_until).where(
+        MemoryItem.id.in_(list(ids)), MemoryItem.valid_until.is_not(None)
+    )
+    async with store.reader() as session:
+        return {int(r[0]): r[1] for r in (await session.execute(query)).all()}
