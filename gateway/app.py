@@ -39,6 +39,7 @@ from gateway.zones import PersonZones
 from memory.embed import Embedder
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
+from memory.validity_llm import LLMSlotJudge
 from persona.observation.sink import MemorySink
 from persona.stages import PersonaLoop, build_persona_loop
 from voice.files import AudioFiles
@@ -327,6 +328,9 @@ async def _warm_up(
             service = gateway.memory = await MemoryService.start(
                 store, config, embedder=embedder, zones=gateway.zones, loader=load
             )
+            if config.memory.slot_judge == "llm" and gateway.brain.name != "offline":
+                # The utility model decides what a statement ends (memory/validity_llm.py).
+                service.slot_judge = LLMSlotJudge(gateway.brain)
             memory_pack = MemoryPackStage(
                 service,
                 config.memory.history_tokens,

@@ -129,7 +129,9 @@ class Validity(Reembedding):
             for r in await slots_repo.current_of_subject(self.store, item.person_id, subject, model)
             if r.id != item_id and r.occurred_at <= item.occurred_at
         ]
-        if self.slot_judge is not None and (found or current):
+        # With a judge, every statement that is not a question is the model's to read
+        # (one utility call per stored statement, as mem0's update step).
+        if self.slot_judge is not None and "?" not in text:
             decided = await self._judged(item_id, item, subject, text, current)
             if decided is not None:
                 return decided

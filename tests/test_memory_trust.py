@@ -4,6 +4,7 @@ real store and embedder) and on the rules and the pack directly."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ import pytest
 from playwright.async_api import Browser
 from sqlalchemy import select
 
-from gateway.brains.base import BlockKind, Purpose
+from gateway.brains.base import BlockKind, BrainRequest, Purpose
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
 from memory.embed import SentenceEmbedder
@@ -21,6 +22,7 @@ from memory.models import MemoryItem, MemoryTrace
 from memory.service import Episode, MemoryService, PackRequest
 from memory.slots import Claim, claims
 from memory.trust import CATEGORY_TTL_DAYS, ttl_days
+from memory.validity_llm import LLMSlotJudge
 from tests.conftest import RunningGateway, make_config, requires_chromium, screenshot
 from tests.test_telegram import webchat_turn
 
@@ -336,3 +338,40 @@ async def test_the_observations_block_never_states_a_replaced_fact_as_current(
     # Retired by the reflector, or tagged: never an untagged current fact.
     assert all("[superseded " in line for line in lisbon), block
     assert "Porto" in block
+
+
+# -- the utility model as the judge ----------------------------------------------------
+
+
+def judge_reply(request: BrainRequest) -> str:
+    """A fake utility model: Porto replaces every current residence it is shown."""
+    import re
+
+    body = request.messages[0].text
+    ids = [int(i) for i in re.findall(r"- id (\d+): residence", body)]
+    if "Porto" in body.split("NEW STATEMENT:")[1]:
+        return json.dumps(
+            {"action": "UPDATE", "attribute": "residence", "value": "porto", "replaces": ids}
+        )
+    return json.dumps({"action": "ADD", "attribute": "residence", "value": "lisbon"})
+
+
+async def test_with_a_utility_model_the_model_decides(service: MemoryService) -> None:
+    brain = ScriptedBrain(script=[judge_reply, judge_reply])
+    service.slot_judge = LLMSlotJudge(brain)
+    await say(service, "Lisbon has been home for years.", T0)
+    # No rule reads this; the model does.
+    await say(service, "Porto is where I hang my hat these days.", T0 + timedelta(days=60))
+    assert len(brain.requests) == 2
+    lines = await pack(service, "Where is home?", T0 + timedelta(days=90))
+    assert "[superseded " in lines[line_of(lines, "Lisbon has been home")]
+    assert line_of(lines, "Porto is where") < line_of(lines, "Lisbon has been home")
+
+
+async def test_a_malformed_judge_leaves_the_rules_to_decide(service: MemoryService) -> None:
+    brain = ScriptedBrain(script=["not json", "still not json", "nope", "no"])
+    service.slot_judge = LLMSlotJudge(brain)
+    await say(service, "I live in Lisbon.", T0)
+    await say(service, "I moved to Porto.", T0 + timedelta(days=60))
+    lines = await pack(service, "Where do I live?", T0 + timedelta(days=90))
+    assert "[superseded " in lines[line_of(lines, "I live in Lisbon")]

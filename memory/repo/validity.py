@@ -145,4 +145,4 @@ async def ended_of(store: Store, ids: Sequence[int]) -> dict[int, datetime]:
         MemoryItem.id.in_(list(ids)), MemoryItem.valid_until.is_not(None)
     )
     async with store.reader() as session:
-        return {int(r[0]): r[1] for r in (await session.execute(query)).all()}
+        return {int(r[0]): r[1] for r in (await session.execute(query)).all() if r[1] is not None}
