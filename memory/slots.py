@@ -179,7 +179,8 @@ _ENDS_VERB = {
     "see": "partner",
 }
 _LEFT_JOB = re.compile(
-    rf"\b{_I}{_HAVE}{_ADV}(?:quit|left|resigned\s+from|got\s+(?:fired|laid\s+off)\s+from)\s+"
+    rf"\b{_I}{_HAVE}{_ADV}(?:quit|left|resigned\s+from|lost\s+my\s+job\s+at|"
+    rf"got\s+(?:fired|laid\s+off)\s+from)\s+"
     rf"(?:my\s+(?:job|position|role)\s+at\s+)?{_VALUE}",
     re.I,
 )
@@ -214,7 +215,15 @@ _PLAN_DATE = re.compile(
 )
 # One slot whatever the spelling ("favourite colour" and "favorite color").
 _SPELLING = {"colour": "color", "flavour": "flavor", "favourite": "favorite"}
-_CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?:but|and|so)\s+")
+# Clauses end at sentence ends and commas: "Leo for now, we might change it" is two
+# clauses, and the "might" of the second does not undo the first.
+_CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?:(?:but|and|so)\s+)?")
+# Casual chat drops the subject: "Just accepted an offer at Globex", "Moved to Porto".
+_SUBJECTLESS = re.compile(
+    r"^(?:(?:just|finally|recently|also|officially)\s+)?(?=(?:moved|relocated|started|began|"
+    r"joined|accepted|got|took|landed|quit|left|switched|lost|resigned|named)\b)",
+    re.I,
+)
 _LEADING = re.compile(r"^(?:a|an|the|my|our|in|at)\s+", re.I)
 # Words that are not a value on their own ("I live in a flat", "I joined them").
 _NOT_VALUES = frozenset(
@@ -273,9 +282,10 @@ def claims(text: str, at: datetime | None = None) -> list[Claim]:
     """The claims a statement makes about its speaker, in the order of its clauses;
     at most one per attribute (the last said wins: "I moved to X, then to Y")."""
     found: dict[str, Claim] = {}
-    for clause in _clauses(text):
-        if _QUESTION.search(clause):
+    for said in _clauses(text):
+        if _QUESTION.search(said):
             continue
+        clause = "I " + said if _SUBJECTLESS.match(said) else said
         conditional = bool(_REPORTED.search(clause))
         for claim in _clause_claims(clause, at):
             # "If I moved to Berlin ..." or "I might switch to tea" claims nothing.
