@@ -356,6 +356,11 @@ def _add_bench_pack(bench_sub: argparse._SubParsersAction[argparse.ArgumentParse
         "items, a fill that was stopped goes on (default: a temporary folder)",
     )
     pack.add_argument(
+        "--compare-trust",
+        action="store_true",
+        help="also time every question with and without the trust pass, alternating",
+    )
+    pack.add_argument(
         "--back-to-back",
         action="store_true",
         help="start each pack as soon as the last returned, beside its trace write",
