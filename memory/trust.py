@@ -141,4 +141,6 @@ def legend(used: Mapping[str, bool]) -> str:
 
 
 def tag_text(tags: Sequence[str]) -> str:
+    if not tags:  # nearly every line: no join, no generator
+        return ""
     return "".join(f"[{t}] " for t in tags)
