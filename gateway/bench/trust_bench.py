@@ -18,7 +18,7 @@ the model reads it:
 
 Every figure is given for all scenarios and per set (``by_split``: ``tuned``,
 written beside the rules; ``held_out``, written after them and taken from
-LoCoMo). The keys are produced by ``METRICS``, one function each: another
+LoCoMo; ``held_out_2``, written after the rules' last change). The keys are produced by ``METRICS``, one function each: another
 key (lessons, triggers) is one more function in that list.
 """
 
