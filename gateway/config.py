@@ -483,7 +483,7 @@ class MemoryConfig:
     conflict_window_h: NonNegativeFloat = 24.0
     # Without a rule's claim, a statement at least this close (cosine) to a current one
     # that names another name, number or date takes over its slot.
-    slot_fallback_similarity: Share = 0.8
+    slot_fallback_similarity: Share = 0.7
     # rules: slots by rules only; llm: the utility model decides (ADD/UPDATE/NONE), the
     # rules when it fails.
     slot_judge: SlotJudgeKind = "rules"

@@ -40,7 +40,7 @@ class Claim:
 _STOP = (
     r"and|but|because|since|so|for|with|after|before|when|while|last|next|this|now|"
     r"today|yesterday|tomorrow|recently|anymore|any more|as|in|at|on|from|to|which|who|"
-    r"where|until|though|although|if|a few|about|back|again"
+    r"where|until|though|although|if|a few|about|back|again|still|also|really|just|probably"
 )
 _VALUE = rf"(?P<value>(?:(?!(?:{_STOP})\b)[\w'&.-]+)(?:\s+(?!(?:{_STOP})\b)[\w'&-]+){{0,4}})"
 _OLD = rf"(?P<old>(?:(?!(?:{_STOP})\b)[\w'&.-]+)(?:\s+(?!(?:{_STOP})\b)[\w'&-]+){{0,3}})"

@@ -375,3 +375,18 @@ async def test_a_malformed_judge_leaves_the_rules_to_decide(service: MemoryServi
     await say(service, "I moved to Porto.", T0 + timedelta(days=60))
     lines = await pack(service, "Where do I live?", T0 + timedelta(days=90))
     assert "[superseded " in lines[line_of(lines, "I live in Lisbon")]
+
+
+async def test_without_a_rule_a_close_statement_with_another_name_takes_the_slot(
+    service: MemoryService,
+) -> None:
+    await say(service, "My favourite film is Alien.", T0)
+    # No rule reads this phrasing; its vector is close and it names another film.
+    await say(service, "My favourite film these days is Arrival.", T0 + timedelta(days=30))
+    # Close too, but naming nothing new: it ends nothing.
+    await say(
+        service, "My favourite film is still a great one to rewatch.", T0 + timedelta(days=40)
+    )
+    lines = await pack(service, "What's my favourite film?", T0 + timedelta(days=60))
+    assert "[superseded " in lines[line_of(lines, "film is Alien")]
+    assert "[superseded" not in lines[line_of(lines, "these days is Arrival")]
