@@ -46,6 +46,7 @@ from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.triggers.proactive import ProactiveNotifier
 from memory.triggers.stages import TodayStage, TriggerScanStage, TriggerSettings
+from memory.validity_llm import LLMSlotJudge
 from persona.lessons.stages import build_lesson_loop
 from persona.observation.backlog import observer_behind, observer_extractor
 from persona.observation.sink import MemorySink
@@ -312,6 +313,9 @@ async def _warm_up(
             )
             # Closed after the tasks stopped: the index files are written last.
             warmed.push_async_callback(service.aclose)
+            if config.memory.slot_judge == "llm" and gateway.brain.name != "offline":
+                # The utility model decides what a statement ends (memory/validity_llm.py).
+                service.slot_judge = LLMSlotJudge(gateway.brain)
             memory_pack = MemoryPackStage(
                 service,
                 config.memory.history_tokens,

@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gateway.bench import trust_args
 from gateway.config import Config, ServerConfig, VoiceConfig, load_config
 from gateway.errors import AgentGWError, ConfigError
 
@@ -102,6 +103,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if getattr(args, "bench_main", None) is not None:  # a bench that registers its own
+        return int(args.bench_main(args))
     if args.bench == "voice":
         from gateway.bench import voice_bench
 
@@ -353,6 +356,11 @@ def _add_bench_pack(bench_sub: argparse._SubParsersAction[argparse.ArgumentParse
         "items, a fill that was stopped goes on (default: a temporary folder)",
     )
     pack.add_argument(
+        "--compare-trust",
+        action="store_true",
+        help="also time every question with and without the trust pass, alternating",
+    )
+    pack.add_argument(
         "--back-to-back",
         action="store_true",
         help="start each pack as soon as the last returned, beside its trace write",
@@ -423,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_pack(bench_sub)
     _add_bench_sanitize(bench_sub)
     _add_bench_start(bench_sub)
+    trust_args.add_parser(bench_sub)
     bench.set_defaults(func=cmd_bench)
 
     from persona.cli import add_commands as add_persona_commands

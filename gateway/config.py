@@ -350,6 +350,7 @@ class ObserveConfig:
 
 EmbedderKind = Literal["minilm", "none"]
 QueryRuntime = Literal["onnx", "torch"]
+SlotJudgeKind = Literal["rules", "llm"]
 
 
 @dataclass(frozen=True)
@@ -471,6 +472,28 @@ class MemoryConfig:
     # least recently used people's are saved and leave memory, loaded again at their
     # next message. A person with a few items takes ~35 KB, 1,000 items ~2 MB, 100,000 ~300 MB.
     index_cache_mb: PositiveFloat = 256.0
+    # Current facts (issue 22, memory/validity.py): a statement of a slot (where someone
+    # lives, works, a pet's name ...) ends the older one of the same slot (valid_until;
+    # nothing is deleted, the pack ranks and tags it).
+    validity: bool = True
+    # Two values of one slot said within this many hours, the newer not naming the older
+    # as what changed ("from Lisbon"): a conflict, both stay valid and are flagged.
+    conflict_window_h: NonNegativeFloat = 24.0
+    # Without a rule's claim, a statement at least this close (cosine) to a current one
+    # that names another name, number or date takes over its slot.
+    slot_fallback_similarity: Share = 0.7
+    # rules: slots by rules only; llm: the utility model decides (ADD/UPDATE/NONE), the
+    # rules when it fails.
+    slot_judge: SlotJudgeKind = "rules"
+    # The trust pass on every pack (memory/trust.py): [conflict], [superseded date],
+    # [uncertain], [stale] tags, and ended statements ranked lower.
+    trust_pass: bool = True
+    # An ended statement's score is multiplied by (1 - this), unless the message asks
+    # about the past ("last year", "used to", "before").
+    superseded_penalty: Share = 0.5
+    # A slot's statement not said again for this many days is [stale] (the default of
+    # memory.trust.ttl_days, which per-category TTLs override).
+    stale_days: PositiveFloat = 90.0
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]

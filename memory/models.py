@@ -58,6 +58,8 @@ class MemoryItem(Base):
         # The pack's active topic, pinned items and time window (migration 0006).
         Index("ix_memory_items_person_touched", "person_id", "status", "last_accessed_at"),
         Index("ix_memory_items_person_pinned", "person_id", "pinned"),
+        # The current statements of a slot, when a new one may end them (migration 0018).
+        Index("ix_memory_items_person_slot", "person_id", "slot"),
         Index("ix_memory_items_person_occurred", "person_id", "status", "occurred_at"),
         Index(
             "ix_memory_items_person_refers",
@@ -108,6 +110,15 @@ class MemoryItem(Base):
         ForeignKey("memory_items.id", ondelete="SET NULL"), default=None
     )
     status_changed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # What it claims (memory/slots.py): "ada:residence" = "porto"; None: no claim. A newer
+    # statement of the same slot ends it: ``valid_until`` (when it stopped being true)
+    # and ``replaced_by_id``. It stays recallable: validity ranks and tags, never hides
+    # (memory/trust.py). ``confirmed_at``: last said again (the trust pass's TTL).
+    slot: Mapped[str | None] = mapped_column(String(120), default=None)
+    slot_value: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    valid_until: Mapped[datetime | None] = mapped_column(default=None)
+    replaced_by_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    confirmed_at: Mapped[datetime | None] = mapped_column(default=None)
     # float32 little-endian, L2-normalised; None until embedded.
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)
     embedding_model: Mapped[str] = mapped_column(String(100), default="")

@@ -32,6 +32,16 @@ from memory.decay import DecayPolicy
 from memory.sanitize import sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
 from memory.timeparse import TimeWindow, resolve_window
+from memory.trust import (
+    asks_about_past,
+    conflicts,
+    ended,
+    item_tags,
+    legend,
+    penalties,
+    slot_order,
+    tag_text,
+)
 from memory.types import ItemType, Tier, effective_priority
 
 log = logging.getLogger(__name__)
@@ -70,6 +80,12 @@ class MemoryView:
     source_ref: str = ""
     refers_start: date | None = None
     refers_end: date | None = None
+    confidence: float = 1.0
+    # The slot it claims and its value (memory/slots.py); when it stopped being valid.
+    slot: str | None = None
+    slot_value: str = ""
+    valid_until: datetime | None = None
+    confirmed_at: datetime | None = None
 
 
 @dataclass
@@ -106,6 +122,11 @@ class PackSettings:
     type_quota: Mapping[ItemType, float] = field(default_factory=dict)
     # The people's zone: the days of "the same day", of a time window and of each line.
     zone: tzinfo = UTC
+    # The trust pass (memory/trust.py): tags, current-first order, ended items ranked
+    # lower (their score x (1 - superseded_penalty)); stale past stale_days (default TTL).
+    trust_pass: bool = True
+    superseded_penalty: float = 0.5
+    stale_days: float = 90.0
 
 
 @dataclass(frozen=True)
@@ -140,6 +161,8 @@ class _Scored:
     reason: str = ""
     line: str = ""
     recollection: Recollection | None = None
+    # The trust pass's tags ("conflict", "superseded 2026-03-02", ...).
+    tags: list[str] = field(default_factory=list)
 
 
 def _scaled_dense(candidates: Sequence[Candidate]) -> NDArray[np.float64]:
@@ -313,15 +336,17 @@ def mmr_order(
 _RELATIVE = re.compile(r"\d")
 
 
-def render_line(item: MemoryView, text: str, speaker: str, zone: tzinfo = UTC) -> str:
-    """One memory: date, source, who or what kind, the text (whole), and resolved relative
-    dates; its day is the one ``zone`` had when it was said."""
+def render_line(
+    item: MemoryView, text: str, speaker: str, zone: tzinfo = UTC, tags: Sequence[str] = ()
+) -> str:
+    """One memory: date, source, who or what kind, its trust tags, the text (whole), and
+    resolved relative dates; its day is the one ``zone`` had when it was said."""
     ref = item.source_ref or (
         f"{item.source_message_ids[0]}" if item.source_message_ids else f"m{item.id}"
     )
     who = speaker if item.type is ItemType.EPISODE and speaker else item.type.value
     said = local(item.occurred_at, zone)
-    line = f"- {said.date().isoformat()} #{ref} {who}: {text}"
+    line = f"- {said.date().isoformat()} #{ref} {who}: {tag_text(tags)}{text}"
     # Only items stored with dates they refer to carry a relative phrase worth resolving.
     window = resolve_window(text, said) if item.refers_start is not None else None
     if window is not None and not _RELATIVE.search(window.phrase):
@@ -350,6 +375,10 @@ def select(
     rel = relevance(ordered, settings, query, window)
     signals = _signals([c.item for c in ordered], rel, settings, now)
     scores = signals.scores(settings.weights.normalised())
+    if settings.trust_pass and not asks_about_past(query, window is not None):
+        factors = penalties([c.item.valid_until for c in ordered], now, settings.superseded_penalty)
+        if factors is not None:
+            scores = scores * factors
     listed = scores.tolist()
     scored = [_Scored(c, i, listed[i]) for i, c in enumerate(ordered)]
     dim = next((c.vector.shape[0] for c in ordered if c.vector is not None), 1)
@@ -384,9 +413,22 @@ def select(
             entry.reason = "budget"
             return
         clean, speaker = sanitize(item.content), sanitize(item.speaker)
-        entry.line = render_line(item, clean.text, speaker.text, settings.zone)
+        if settings.trust_pass:
+            entry.tags = item_tags(
+                slot=item.slot,
+                confidence=item.confidence,
+                valid_until=item.valid_until,
+                seen_at=item.confirmed_at or item.occurred_at,
+                now=now,
+                zone=settings.zone,
+                stale_days=settings.stale_days,
+            )
+        entry.line = render_line(item, clean.text, speaker.text, settings.zone, entry.tags)
         entry.recollection = Recollection(
-            local(item.occurred_at, settings.zone).date(), item.role, item.type.value, clean.text
+            local(item.occurred_at, settings.zone).date(),
+            item.role,
+            item.type.value,
+            tag_text(entry.tags) + clean.text,
         )
         cost = len(entry.line) + 1
         quota = settings.type_quota.get(item.type, 1.0) * budget_chars
@@ -435,11 +477,15 @@ def select(
             break
 
     kept.sort(key=lambda e: (-e.score, e.candidate.item.id))
+    frame = ""
+    if settings.trust_pass and kept:
+        kept, frame = _trust_pass(kept, settings, now, budget_chars - used)
     if not kept and not note_lines:
         text = ""
     else:
         text = (
             HEADER
+            + frame
             + "".join(n + "\n" for n in note_lines)
             + "".join(e.line + "\n" for e in kept)
             + FOOTER
@@ -469,6 +515,7 @@ def _trace(scored: Sequence[_Scored], signals: SignalColumns) -> tuple[dict[str,
             "mmr_rank": e.mmr_rank if e.mmr_rank >= 0 else None,
             "decision": e.decision,
             "reason": e.reason or "budget",
+            "tags": list(e.tags),
         }
         # In MMR order; those the order never reached after it, best score first.
         for e in sorted(
@@ -476,3 +523,50 @@ def _trace(scored: Sequence[_Scored], signals: SignalColumns) -> tuple[dict[str,
             key=lambda e: (e.mmr_rank < 0, e.mmr_rank, -e.score, e.candidate.item.id),
         )
     )
+
+
+def _trust_pass(
+    kept: list[_Scored], settings: PackSettings, now: datetime, room: int
+) -> tuple[list[_Scored], str]:
+    """Conflict tags, current-first order within each slot, and the frame's legend (see
+    memory/trust.py); the items' own tags are already in their lines. What the
+    conflict tags and the legend add is paid for by the lowest-scored items when
+    the budget has no room left for it."""
+    items = [e.candidate.item for e in kept]
+    if all(i.slot is None for i in items) and not any(e.tags for e in kept):
+        return kept, ""
+    torn = conflicts([(i.slot, i.slot_value, not ended(i.valid_until, now)) for i in items])
+    for n in sorted(torn):
+        entry, item = kept[n], items[n]
+        entry.tags.insert(0, "conflict")
+        clean, speaker = sanitize(item.content), sanitize(item.speaker)
+        entry.line = render_line(item, clean.text, speaker.text, settings.zone, entry.tags)
+        if entry.recollection is not None:
+            entry.recollection = Recollection(
+                entry.recollection.day,
+                entry.recollection.role,
+                entry.recollection.kind,
+                tag_text(entry.tags) + clean.text,
+            )
+    order = slot_order(
+        [i.slot for i in items],
+        [
+            (int(ended(i.valid_until, now)), -i.confidence, -i.occurred_at.timestamp())
+            for i in items
+        ],
+    )
+    kept = [kept[n] for n in order]
+    used = {
+        "conflict": bool(torn),
+        "superseded": any(t.startswith("superseded") for e in kept for t in e.tags),
+        "uncertain": any("uncertain" in e.tags for e in kept),
+        "stale": any("stale" in e.tags for e in kept),
+    }
+    frame = legend(used)
+    over = len(frame) + 12 * len(torn) - room
+    while over > 0 and len(kept) > 1:
+        lowest = min(range(len(kept)), key=lambda n: (kept[n].score, -kept[n].candidate.item.id))
+        dropped = kept.pop(lowest)
+        dropped.decision, dropped.reason = "dropped", "budget:trust"
+        over -= len(dropped.line) + 1
+    return kept, frame

@@ -129,6 +129,9 @@ def pack_settings(memory: MemoryConfig) -> PackSettings:
         persona_min_items=memory.persona_min_items,
         relational_min_items=memory.relational_min_items,
         type_quota={t: getattr(memory, f"quota_{t.value}") for t in ItemType},
+        trust_pass=memory.trust_pass,
+        superseded_penalty=memory.superseded_penalty,
+        stale_days=memory.stale_days,
     )
 
 

@@ -22,7 +22,6 @@ from memory.decay import content_words
 from memory.lexical import LexicalIndex
 from memory.models import MemoryItem
 from memory.passages import passages
-from memory.reembed import Reembedding
 from memory.repo import NewItem
 from memory.salience import salience
 from memory.state import (
@@ -36,12 +35,13 @@ from memory.state import (
 )
 from memory.timeparse import resolve_window
 from memory.types import ItemStatus, ItemType, Tier
+from memory.validity import Validity
 
 # The service's one logger name, as before the split (log configs and tests name it).
 log = logging.getLogger("memory.service")
 
 
-class Writes(Reembedding):
+class Writes(Validity):
     async def add_items(self, items: Sequence[NewItem]) -> list[int]:
         """Embed (one batch), store and index new items; their ids in order."""
         if not items:
@@ -79,6 +79,8 @@ class Writes(Reembedding):
                     await asyncio.to_thread(index.add, [ids[n] for n in rows], matrix[rows])
                     await self._maybe_save(index)
                     self._used(person_id)
+        # Stored and indexed first: ending an older statement never loses the new one.
+        await self.apply_validity(ids, items)
         return ids
 
     async def ingest(self, episodes: Sequence[Episode]) -> list[int]:

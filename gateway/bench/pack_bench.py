@@ -31,6 +31,7 @@ import random
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,43 @@ def percentile(values: list[float], share: float) -> float:
     return round(float(np.percentile(np.array(values), share * 100)), 2)
 
 
+async def _compare_trust(
+    service: MemoryService, person_id: int, asked: datetime, queries: int
+) -> dict[str, Any]:
+    """The same questions packed with and without the trust pass (memory/trust.py),
+    in alternating order, in this one run: the pass's cost as a difference and a ratio
+    of p95s on a machine whose load changes between runs."""
+    settings = service.settings
+    rng = random.Random(SEED + 4)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    select_ms: dict[bool, list[float]] = {True: [], False: []}
+    for n in range(queries):
+        text = question(rng)
+        for trust in (True, False) if n % 2 == 0 else (False, True):
+            service.settings = replace(settings, trust_pass=trust)
+            began = time.perf_counter()
+            pack = await service.build_pack(PackRequest(person_id, text, asked))
+            times[trust].append((time.perf_counter() - began) * 1000)
+            select_ms[trust].append(pack.timings_ms["pack_ms"] - pack.timings_ms["candidates_ms"])
+            await service.traces_saved()
+    service.settings = settings
+    on, off = percentile(times[True], 0.95), percentile(times[False], 0.95)
+    return {
+        "trust_on_p95_ms": on,
+        "trust_off_p95_ms": off,
+        "trust_p95_ms_added": round(on - off, 2),
+        "trust_p95_ratio": round(on / off, 3) if off else None,
+        # Medians (each side went first half the time): the pass's own cost, with less
+        # of a loaded machine's bursts in it than the p95s.
+        "trust_p50_ms_added": round(
+            statistics.median(times[True]) - statistics.median(times[False]), 3
+        ),
+        # The pack's own step (scoring, MMR, packing, the trust pass), without the searches.
+        "trust_on_select_p95_ms": percentile(select_ms[True], 0.95),
+        "trust_off_select_p95_ms": percentile(select_ms[False], 0.95),
+    }
+
+
 STORE_MARK = "bench-pack.json"
 FILL_BATCH = 512
 CALIBRATION = 50
@@ -186,7 +224,11 @@ async def fill(
 
 
 async def run(
-    config: Config, items: int, queries: int, back_to_back: bool = False
+    config: Config,
+    items: int,
+    queries: int,
+    back_to_back: bool = False,
+    compare_trust: bool = False,
 ) -> dict[str, Any]:
     # Loaded as `agentgw run` loads it (batch size, query runtime), for honest figures;
     # a one-time ONNX export is not part of any of them.
@@ -240,8 +282,13 @@ async def run(
                 parts.setdefault(key, []).append(value)
             bar.update()
         bar.close()
+        compared = (
+            await _compare_trust(service, address.person_id, asked, queries)
+            if compare_trust
+            else {}
+        )
         await service.aclose()
-    return {
+    return compared | {
         "items": items,
         "queries": queries,
         "query_runtime": embedder.query_runtime,
@@ -296,7 +343,15 @@ def main(args: argparse.Namespace) -> int:
                 "memory": {"budget_tokens": args.budget},
             },
         )
-        result = asyncio.run(run(config, args.items, args.queries, args.back_to_back))
+        result = asyncio.run(
+            run(
+                config,
+                args.items,
+                args.queries,
+                args.back_to_back,
+                compare_trust=getattr(args, "compare_trust", False),
+            )
+        )
     targets = pack_targets(result)
     if args.json:
         print(json.dumps(result, indent=2))

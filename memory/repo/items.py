@@ -131,6 +131,11 @@ _VIEW_COLUMNS: tuple[Any, ...] = (
     MemoryItem.source_ref,
     _as_sent(MemoryItem.refers_start),
     _as_sent(MemoryItem.refers_end),
+    MemoryItem.confidence,
+    MemoryItem.slot,
+    MemoryItem.slot_value,
+    _as_sent(MemoryItem.valid_until),
+    _as_sent(MemoryItem.confirmed_at),
     MemoryItem.embedding,
 )
 
@@ -198,6 +203,11 @@ def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32
         source_ref,
         refers_start,
         refers_end,
+        confidence,
+        slot,
+        slot_value,
+        valid_until,
+        confirmed_at,
         embedding,
     ) = row
     view = MemoryView(
@@ -217,6 +227,11 @@ def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32
         source_ref=source_ref,
         refers_start=_day(refers_start),
         refers_end=_day(refers_end),
+        confidence=confidence,
+        slot=slot,
+        slot_value=slot_value,
+        valid_until=None if valid_until is None else _utc(valid_until),
+        confirmed_at=None if confirmed_at is None else _utc(confirmed_at),
     )
     return view, None if embedding is None else from_blob(embedding)
 

@@ -8,17 +8,19 @@ reflector (``observe_runs``); the ORM classes are in ``persona.models``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC
 
 from sqlalchemy import func, select, update
 
+from gateway.clock import local
 from gateway.store import Store
 from gateway.store.models import Message, utcnow
 from gateway.tokens import estimate_tokens
 from gateway.zones import PersonZones
+from memory.repo.validity import ended_of
 from persona.models import ObservationRow, ObservationStatus, ObserveCursor, ObserveRun
-from persona.observation.block import render_block
+from persona.observation.block import BLOCK_HEADER, render_block
 from persona.observation.types import (
     Category,
     Observation,
@@ -26,6 +28,8 @@ from persona.observation.types import (
     Priority,
     Reflection,
 )
+
+SUPERSEDED_NOTE = " [superseded DATE]: no longer true since DATE (a newer statement replaced it)."
 
 
 @dataclass(frozen=True)
@@ -191,11 +195,25 @@ class ObservationLog:
         return [_stored(row) for row in rows]
 
     async def block(self, person_id: int, budget_tokens: int) -> str:
-        return render_block(
-            [s.observation for s in await self.active(person_id)],
-            budget_tokens,
-            await self.zones.of(person_id),
-        )
+        active = await self.active(person_id)
+        zone = await self.zones.of(person_id)
+        # An observation whose memory item a newer statement ended (memory/validity.py)
+        # is tagged as the pack tags it, so the block never states it as current.
+        ended = await ended_of(self.store, [s.memory_item_id for s in active if s.memory_item_id])
+        observations = [
+            s.observation
+            if s.memory_item_id not in ended
+            else replace(
+                s.observation,
+                text=f"[superseded {local(ended[s.memory_item_id], zone):%Y-%m-%d}] "
+                + s.observation.text,
+            )
+            for s in active
+        ]
+        block = render_block(observations, budget_tokens, zone)
+        if ended:
+            block = block.replace(BLOCK_HEADER, BLOCK_HEADER + SUPERSEDED_NOTE, 1)
+        return block
 
     async def apply(self, person_id: int, reflection: Reflection) -> dict[str, int]:
         """Write a reflection: merged observations added, the replaced ones retired."""

@@ -1,0 +1,356 @@
+"""Slots: what a statement claims about its speaker, found by rules without a model.
+
+A slot is a subject and an attribute: where Ada lives (``ada:residence``),
+where she works, her dog's name, her favourite film, the date of her
+wedding. A claim fills a slot with a value ("porto"), or ends it ("we broke
+up" ends ``partner``), and may name the value it replaces ("I moved from
+Lisbon to Porto": old ``lisbon``). ``memory/validity.py`` uses the claims to
+end older statements of the same slot; the trust pass (``memory/trust.py``)
+uses them to tag conflicts.
+
+The rules read first-person statements only ("I", "we", "my", "our"): a
+question ("Do you live in Lisbon?"), a statement about someone else, or
+reported speech makes no claim. They are deliberately narrow: a missed claim
+leaves both statements current (the trust pass still orders them by date),
+a wrong one would end an unrelated fact, the failure peers shipped
+(Graphiti #1728).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory.timeparse import resolve_window
+
+
+@dataclass(frozen=True)
+class Claim:
+    attribute: str
+    # Normalised ("porto", "acme corp"); "" for a claim that only ends the slot.
+    value: str
+    # The value it names as replaced ("from Lisbon"), normalised; "" when none.
+    old: str = ""
+    # "no longer ...", "we broke up": the slot ends without a new value.
+    ends: bool = False
+
+
+# A value: up to five words, ending at punctuation or at a word that starts a new clause.
+_STOP = (
+    r"and|but|because|since|so|for|with|after|before|when|while|last|next|this|now|"
+    r"today|yesterday|tomorrow|recently|anymore|any more|as|in|at|on|from|to|which|who|"
+    r"where|until|though|although|if|a few|about|back|again|still|also|really|just|probably"
+)
+_VALUE = rf"(?P<value>(?:(?!(?:{_STOP})\b)[\w'&.-]+)(?:\s+(?!(?:{_STOP})\b)[\w'&-]+){{0,4}})"
+_OLD = rf"(?P<old>(?:(?!(?:{_STOP})\b)[\w'&.-]+)(?:\s+(?!(?:{_STOP})\b)[\w'&-]+){{0,3}})"
+_I = r"(?:i|we)"
+_ADV = r"(?:(?:just|finally|recently|now|officially|actually|already|also|currently)\s+)?"
+_HAVE = r"(?:'ve|\s+have|'d)?\s+"
+_BE = r"(?:'m|\s+am|'re|\s+are)"
+
+_PETS = r"dog|cat|puppy|kitten|pet|hamster|rabbit|bunny|parrot|horse|turtle|fish|bird|snake"
+_PARTNERS = r"girlfriend|boyfriend|partner|wife|husband|fianc[ée]e?|spouse|significant other|gf|bf"
+_CHILDREN = r"son|daughter|baby|kid|child|newborn"
+_PLANS = (
+    r"wedding|interview|appointment|flight|party|trip|exam|surgery|operation|meeting|move|"
+    r"presentation|concert|vacation|holiday|ceremony|graduation|deadline|launch|date|"
+    r"birthday party|reunion|race|marathon|game|match|recital|show|visit|check-?up|"
+    r"court date|hearing|defen[cs]e|shift|class|lesson|dinner|lunch|trial"
+)
+
+# (attribute, pattern) in order; the first that matches a sentence's clause wins for that
+# attribute. ``{pet}``-style attributes take the matched noun.
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (attribute, re.compile(pattern, re.I))
+    for attribute, pattern in (
+        # where they live
+        (
+            "residence",
+            rf"\b{_I}{_HAVE}{_ADV}(?:moved|relocated)(?:\s+(?:back|house|out|over))?"
+            rf"(?:\s+from\s+{_OLD})?\s+(?:to|into)\s+(?:a\s+new\s+(?:place|flat|apartment|house)\s+in\s+)?"
+            rf"{_VALUE}",
+        ),
+        ("residence", rf"\b{_I}\s+{_ADV}live\s+in\s+{_VALUE}"),
+        ("residence", rf"\b{_I}{_BE}\s+{_ADV}(?:living|based|settled)\s+in\s+{_VALUE}"),
+        (
+            "residence",
+            rf"\b(?:my|our)\s+(?:new\s+)?(?:home|address)\s+is\s+(?:now\s+)?(?:in\s+)?{_VALUE}",
+        ),
+        # where they work
+        (
+            "employer",
+            rf"\b{_I}{_HAVE}{_ADV}(?:started|began)\s+(?:a\s+new\s+job\s+|working\s+|work\s+)?at\s+{_VALUE}",
+        ),
+        ("employer", rf"\b{_I}\s+{_ADV}work\s+(?:at|for)\s+{_VALUE}"),
+        ("employer", rf"\b{_I}{_BE}\s+{_ADV}working\s+(?:at|for)\s+{_VALUE}"),
+        # "joined" names an employer only with a proper name ("I joined Acme", not "a club").
+        ("employer", rf"\b{_I}{_HAVE}{_ADV}joined\s+(?-i:(?=[A-Z])){_VALUE}"),
+        (
+            "employer",
+            rf"\b{_I}{_HAVE}{_ADV}(?:got|took|accepted|landed)\s+(?:a|an|the)\s+(?:new\s+)?"
+            rf"(?:job|position|role|offer)\s+(?:at|with)\s+{_VALUE}",
+        ),
+        ("employer", rf"\b{_I}{_HAVE}{_ADV}(?:got\s+)?hired\s+(?:at|by)\s+{_VALUE}"),
+        # job title
+        ("job_title", rf"\b{_I}\s+{_ADV}work\s+as\s+(?:a|an)\s+{_VALUE}"),
+        ("job_title", rf"\b{_I}{_HAVE}{_ADV}(?:got\s+)?promoted\s+to\s+{_VALUE}"),
+        ("job_title", rf"\bmy\s+(?:new\s+)?(?:job\s+)?title\s+is\s+(?:now\s+)?{_VALUE}"),
+        ("job_title", rf"\b{_I}\s+{_ADV}became\s+(?:a|an)\s+{_VALUE}"),
+        # names of those close to them
+        (
+            "{noun}_name",
+            rf"\b(?:my|our)\s+(?:new\s+)?(?P<noun>{_PETS}|{_CHILDREN})(?:'s|s)?\s+name\s+is\s+"
+            rf"(?:now\s+)?{_VALUE}",
+        ),
+        (
+            "{noun}_name",
+            rf"\b(?:my|our)\s+(?:new\s+)?(?P<noun>{_PETS}|{_CHILDREN})\s+is\s+(?:called|named)\s+{_VALUE}",
+        ),
+        (
+            "{noun}_name",
+            rf"\b{_I}{_HAVE}{_ADV}named\s+(?:my|our|the)\s+(?:new\s+)?(?P<noun>{_PETS}|{_CHILDREN})\s+{_VALUE}",
+        ),
+        ("partner", rf"\bmy\s+(?:new\s+)?(?:{_PARTNERS})(?:'s\s+name)?\s+is\s+(?:now\s+)?{_VALUE}"),
+        ("partner", rf"\b{_I}{_BE}\s+{_ADV}(?:dating|seeing|engaged\s+to|married\s+to)\s+{_VALUE}"),
+        ("partner", rf"\b{_I}{_HAVE}{_ADV}(?:married|started\s+dating)\s+{_VALUE}"),
+        # favourites
+        (
+            "favourite_{noun}",
+            rf"\bmy\s+(?:new\s+)?(?:all[- ]time\s+)?fav(?:ou?)rite\s+(?P<noun>\w+(?:\s+\w+)?)\s+"
+            rf"(?:is|has\s+become)\s+(?:now\s+)?{_VALUE}",
+        ),
+    )
+)
+
+# "I switched (from A) to B": the slot comes from the old value's claim, or from the
+# kind of thing switched (a small lexicon), else no claim (too vague to end anything).
+_SWITCH = re.compile(
+    rf"\b{_I}{_HAVE}{_ADV}(?:switched|changed|moved\s+over|swapped|converted)"
+    rf"(?:\s+(?:my\s+)?(?P<kind>\w+))??(?:\s+from\s+{_OLD})?\s+(?:to|for)\s+{_VALUE}",
+    re.I,
+)
+_KINDS = {
+    "phone": "phone",
+    "iphone": "phone",
+    "android": "phone",
+    "diet": "diet",
+    "vegan": "diet",
+    "vegetarian": "diet",
+    "keto": "diet",
+    "car": "car",
+    "bank": "bank",
+    "gym": "gym",
+    "editor": "editor",
+    "vim": "editor",
+    "emacs": "editor",
+    "laptop": "computer",
+    "mac": "computer",
+    "linux": "os",
+    "windows": "os",
+    "coffee": "drink",
+    "tea": "drink",
+    "decaf": "drink",
+    "school": "school",
+    "team": "team",
+    "major": "major",
+    "provider": "provider",
+    "plan": "plan",
+}
+
+# Ending a slot without a new value.
+_NO_LONGER = re.compile(
+    rf"\b{_I}\s+(?:no\s+longer|don't|do\s+not|can't|cannot)\s+(?P<verb>live\s+in|work\s+(?:at|for)|"
+    rf"work\s+as\s+(?:a|an)|have\s+(?:a|an|my)|own\s+(?:a|an)|date|see)\s+{_VALUE}",
+    re.I,
+)
+_NO_LONGER_BE = re.compile(
+    rf"\b{_I}{_BE}\s+no\s+longer\s+(?:(?:a|an)\s+|(?:at|with|in|working\s+(?:at|for)|"
+    rf"living\s+in|dating|seeing)\s+)?{_VALUE}",
+    re.I,
+)
+_ENDS_VERB = {
+    "live in": "residence",
+    "work at": "employer",
+    "work for": "employer",
+    "work as a": "job_title",
+    "work as an": "job_title",
+    "date": "partner",
+    "see": "partner",
+}
+_LEFT_JOB = re.compile(
+    rf"\b{_I}{_HAVE}{_ADV}(?:quit|left|resigned\s+from|lost\s+my\s+job\s+at|"
+    rf"got\s+(?:fired|laid\s+off)\s+from)\s+"
+    rf"(?:my\s+(?:job|position|role)\s+at\s+)?{_VALUE}",
+    re.I,
+)
+_BROKE_UP = re.compile(
+    rf"\b{_I}{_HAVE}{_ADV}(?:broke\s+up|split\s+up|separated|got\s+divorced|divorced|"
+    rf"called\s+(?:it|the\s+engagement)\s+off)\b",
+    re.I,
+)
+# "my X is now Y" and "X is now Y" for the person's own things.
+_IS_NOW = re.compile(
+    rf"\b(?:my|our)\s+(?P<noun>[a-z]+(?:\s+[a-z]+)?)\s+is\s+now\s+{_VALUE}",
+    re.I,
+)
+_NOUN_ATTRIBUTE = {
+    "address": "residence",
+    "home": "residence",
+    "employer": "employer",
+    "job": "employer",
+    "company": "employer",
+    "job title": "job_title",
+    "title": "job_title",
+    "role": "job_title",
+    "position": "job_title",
+}
+# A plan's date: "the wedding is on June 5", "my interview got moved to Friday".
+_PLAN_DATE = re.compile(
+    rf"\b(?:my|our|the)\s+(?P<noun>{_PLANS})\s+(?:is|was|has\s+been|got|'s)\s+"
+    r"(?:now\s+|officially\s+|finally\s+)?(?:(?:moved|rescheduled|pushed(?:\s+back)?|postponed|"
+    r"brought\s+forward|changed|set|scheduled|planned|booked)\s+)?(?:to|for|on)?\s*"
+    r"(?P<rest>.{3,60})",
+    re.I,
+)
+# One slot whatever the spelling ("favourite colour" and "favorite color").
+_SPELLING = {"colour": "color", "flavour": "flavor", "favourite": "favorite"}
+# Clauses end at sentence ends and commas: "Leo for now, we might change it" is two
+# clauses, and the "might" of the second does not undo the first.
+_CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?:(?:but|and|so)\s+)?")
+# Casual chat drops the subject: "Just accepted an offer at Globex", "Moved to Porto".
+_SUBJECTLESS = re.compile(
+    r"^(?:(?:just|finally|recently|also|officially)\s+)?(?=(?:moved|relocated|started|began|"
+    r"joined|accepted|got|took|landed|quit|left|switched|lost|resigned|named)\b)",
+    re.I,
+)
+_LEADING = re.compile(r"^(?:a|an|the|my|our|in|at)\s+", re.I)
+# Words that are not a value on their own ("I live in a flat", "I joined them").
+_NOT_VALUES = frozenset(
+    {
+        *[
+            "it",
+            "that",
+            "this",
+            "there",
+            "here",
+            "them",
+            "him",
+            "her",
+            "us",
+            "you",
+            "one",
+            "home",
+            "work",
+            "place",
+            "flat",
+        ],
+        *["apartment", "house", "city", "town", "job", "company", "team", "things", "stuff"],
+    }
+)
+# A question makes no claim.
+_QUESTION = re.compile(r"\?\s*$")
+_REPORTED = re.compile(
+    r"\b(?:if|whether|maybe|might|would|could|should|wish|hope|want|plan)\b", re.I
+)
+
+
+def normal(value: str) -> str:
+    """A value as compared: lower case, no leading article, no trailing punctuation."""
+    value = value.strip().strip(".,;:!\"'()").lower()
+    while True:
+        stripped = _LEADING.sub("", value)
+        if stripped == value:
+            break
+        value = stripped
+    return " ".join(value.split())
+
+
+def _clauses(text: str) -> list[str]:
+    return [c.strip() for c in _CLAUSE.split(text) if c.strip()]
+
+
+def _value(match: re.Match[str], group: str = "value") -> str:
+    found = match.groupdict().get(group) or ""
+    value = normal(found)
+    if not value or value in _NOT_VALUES:
+        return ""
+    return value
+
+
+def claims(text: str, at: datetime | None = None) -> list[Claim]:
+    """The claims a statement makes about its speaker, in the order of its clauses;
+    at most one per attribute (the last said wins: "I moved to X, then to Y")."""
+    found: dict[str, Claim] = {}
+    for said in _clauses(text):
+        if _QUESTION.search(said):
+            continue
+        clause = "I " + said if _SUBJECTLESS.match(said) else said
+        conditional = bool(_REPORTED.search(clause))
+        for claim in _clause_claims(clause, at):
+            # "If I moved to Berlin ..." or "I might switch to tea" claims nothing.
+            if conditional and not claim.ends:
+                continue
+            found[claim.attribute] = claim
+    return list(found.values())
+
+
+def _clause_claims(clause: str, at: datetime | None) -> list[Claim]:
+    out: list[Claim] = []
+    if _BROKE_UP.search(clause):
+        out.append(Claim("partner", "", ends=True))
+    for match in (_NO_LONGER.search(clause), _NO_LONGER_BE.search(clause)):
+        if match is None:
+            continue
+        verb = " ".join((match.groupdict().get("verb") or "").lower().split())
+        attribute = _ENDS_VERB.get(verb, "")
+        out.append(Claim(attribute, "", old=_value(match), ends=True))
+    left = _LEFT_JOB.search(clause)
+    if left is not None and _value(left):
+        out.append(Claim("employer", "", old=_value(left), ends=True))
+    for attribute, pattern in _RULES:
+        match = pattern.search(clause)
+        if match is None:
+            continue
+        value = _value(match)
+        if not value:
+            continue
+        noun = (match.groupdict().get("noun") or "").lower()
+        noun = {"puppy": "dog", "kitten": "cat", "bunny": "rabbit", "kid": "child"}.get(noun, noun)
+        noun = " ".join(_SPELLING.get(w, w) for w in noun.split())
+        name = attribute.replace("{noun}", "_".join(noun.split()))
+        out.append(Claim(name, value, old=_value(match, "old")))
+    switch = _SWITCH.search(clause)
+    if switch is not None and _value(switch):
+        kind = (switch.group("kind") or "").lower()
+        new, old = _value(switch), _value(switch, "old")
+        category = next((_KINDS[w] for w in (kind, *new.split(), *old.split()) if w in _KINDS), "")
+        # Without a kind of thing, only a named old value says which slot it is.
+        if category or old:
+            out.append(Claim(f"uses_{category}" if category else "", new, old=old))
+    is_now = _IS_NOW.search(clause)
+    if is_now is not None and _value(is_now) and not is_now.group("noun").lower().startswith("fav"):
+        noun = " ".join(is_now.group("noun").lower().split())
+        attribute = _NOUN_ATTRIBUTE.get(noun, "_".join(noun.split()))
+        out.append(Claim(attribute, _value(is_now)))
+    plan = _PLAN_DATE.search(clause)
+    if plan is not None and at is not None:
+        window = resolve_window(plan.group("rest"), at)
+        if window is not None:
+            noun = "_".join(plan.group("noun").lower().split())
+            out.append(Claim(f"date_{noun}", window.start.isoformat()))
+    return out
+
+
+def subject_of(speaker: str, role: str) -> str:
+    """Whose slot: the speaker's first name, lower case; the person's own when unnamed."""
+    name = speaker.strip().split()[0].lower() if speaker.strip() else ""
+    return name or ("agent" if role == "assistant" else "user")
+
+
+def split_quoted(text: str) -> tuple[str, str]:
+    """("Ada", "I moved to Porto") from an observation quoted as "Ada: I moved to Porto"."""
+    head, sep, body = text.partition(": ")
+    if sep and 0 < len(head) <= 40 and "\n" not in head:
+        return head, body
+    return "", text

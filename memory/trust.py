@@ -1,0 +1,146 @@
+"""The trust pass: what the pack says about whether each memory is still true (issue 22).
+
+Run on every pack, after its items are chosen and before the model reads it
+(ADR-0079 "Trust Pass"). Each kept item may get tags, written literally at
+the start of its line, in the trace, and in the panel's pack view:
+
+- ``[superseded YYYY-MM-DD]``: a newer statement of its slot ended it that day
+  (memory/validity.py); kept only when nothing better fit or the message asks
+  about the past;
+- ``[conflict]``: two kept, still valid items claim different values for one
+  slot; the one with the higher confidence (tie: the newer) goes first;
+- ``[uncertain]``: confidence below ``UNCERTAIN_BELOW``;
+- ``[stale]``: a slot's statement not said again for longer than its
+  category's TTL (``ttl_days``).
+
+Within one slot, the current statements go before the ended ones, wherever the
+scores put them. The pack's frame explains the tags it uses (only those: a
+pack without tags costs no more than before). Scoring: an ended statement's
+score is multiplied by ``1 - penalty`` unless the message asks about the past.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, tzinfo
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gateway.clock import local
+
+UNCERTAIN_BELOW = 0.3
+
+LEGEND: dict[str, str] = {
+    "conflict": "[conflict]: two memories disagree about the same thing; the first is "
+    "likelier, but ask rather than assume",
+    "superseded": "[superseded DATE]: no longer true since DATE (a newer memory replaced "
+    "it); only for questions about the past",
+    "uncertain": "[uncertain]: low confidence; do not state it as fact",
+    "stale": "[stale]: not confirmed for a long time; it may have changed",
+}
+
+# Domain TTLs in days by slot attribute (its part after "subject:"), or by its family
+# (the part before the first "_": "date" for "date_wedding"). Empty: every slot has the
+# default (``memory.stale_days``). The upkeep calendar's domain TTLs belong here.
+CATEGORY_TTL_DAYS: dict[str, float] = {}
+
+
+def ttl_days(slot: str, default: float) -> float:
+    """How long a statement of ``slot`` stays fresh without being said again (days).
+    The one lookup the trust pass uses: point it at per-category TTLs here."""
+    attribute = slot.partition(":")[2]
+    if attribute in CATEGORY_TTL_DAYS:
+        return CATEGORY_TTL_DAYS[attribute]
+    return CATEGORY_TTL_DAYS.get(attribute.partition("_")[0], default)
+
+
+_PAST = re.compile(
+    r"\b(?:used to|before|previous(?:ly)?|former(?:ly)?|old|earlier|last (?:year|month|week|"
+    r"time|summer|winter|spring|autumn|fall)|back then|at (?:the|that) time|originally|"
+    r"(?:did|was|were|had) (?:i|we|you|they|he|she)|years? ago|history)\b",
+    re.I,
+)
+
+
+def asks_about_past(query: str, has_window: bool) -> bool:
+    """Whether the message asks about the past (ended statements are not penalised)."""
+    return has_window or bool(_PAST.search(query))
+
+
+def ended(valid_until: datetime | None, now: datetime) -> bool:
+    return valid_until is not None and valid_until <= now
+
+
+def penalties(
+    valid_until: Sequence[datetime | None], now: datetime, penalty: float
+) -> NDArray[np.float64] | None:
+    """The score multipliers of the candidates (None when no candidate has ended)."""
+    factors = [1.0 - penalty if ended(v, now) else 1.0 for v in valid_until]
+    if all(f == 1.0 for f in factors):
+        return None
+    return np.array(factors)
+
+
+def item_tags(
+    *,
+    slot: str | None,
+    confidence: float,
+    valid_until: datetime | None,
+    seen_at: datetime,
+    now: datetime,
+    zone: tzinfo,
+    stale_days: float,
+) -> list[str]:
+    """An item's own tags (those that do not depend on the other kept items)."""
+    tags = []
+    if ended(valid_until, now):
+        assert valid_until is not None
+        tags.append(f"superseded {local(valid_until, zone).date().isoformat()}")
+    elif slot is not None and now - seen_at > timedelta(days=ttl_days(slot, stale_days)):
+        tags.append("stale")
+    if confidence < UNCERTAIN_BELOW:
+        tags.append("uncertain")
+    return tags
+
+
+def conflicts(slots: Sequence[tuple[str | None, str, bool]]) -> set[int]:
+    """Indices of kept items that are valid and claim a value of a slot another valid kept
+    item claims differently. Each entry: (slot, value, still valid)."""
+    values: dict[str, set[str]] = {}
+    for slot, value, valid in slots:
+        if slot is not None and value and valid:
+            values.setdefault(slot, set()).add(value)
+    torn = {slot for slot, found in values.items() if len(found) > 1}
+    return {n for n, (slot, value, valid) in enumerate(slots) if slot in torn and value and valid}
+
+
+def slot_order(slots: Sequence[str | None], rank: Sequence[tuple[int, float, float]]) -> list[int]:
+    """The kept items' order (indices) with each slot's items in the places the slot's
+    items hold, current first: by ``rank`` (ended, -confidence, -time), ascending."""
+    order = list(range(len(slots)))
+    places: dict[str, list[int]] = {}
+    for n, slot in enumerate(slots):
+        if slot is not None:
+            places.setdefault(slot, []).append(n)
+    for members in places.values():
+        if len(members) < 2:
+            continue
+        for place, member in zip(members, sorted(members, key=lambda n: rank[n]), strict=True):
+            order[place] = member
+    return order
+
+
+def legend(used: Mapping[str, bool]) -> str:
+    """The frame's lines for the tags a pack uses ("" when none)."""
+    lines = [LEGEND[name] for name in LEGEND if used.get(name)]
+    if not lines:
+        return ""
+    return "Tags: " + "; ".join(lines) + ".\n"
+
+
+def tag_text(tags: Sequence[str]) -> str:
+    if not tags:  # nearly every line: no join, no generator
+        return ""
+    return "".join(f"[{t}] " for t in tags)

@@ -1,0 +1,301 @@
+"""Current facts: a new statement of a slot ends the older one (issue 22).
+
+Every item written (a message's episode, an observation, a remembered fact)
+is read for the slots it claims (``memory/slots.py``, rules; or a
+``SlotJudge``, the utility model, when one is set). An older, still valid
+statement of the same subject and attribute with a different value then gets
+``valid_until`` (when the new one was said) and ``replaced_by_id``; nothing
+is deleted and nothing stops being recallable: the pack ranks an ended item
+lower and tags it (``memory/trust.py``), so "where did I live last year?"
+still finds it.
+
+What may end what, so that unrelated facts never end each other (Graphiti
+#1728): only a statement of the same subject (the speaker) and the same
+attribute; a value said again confirms rather than ends; two different values
+said within ``memory.conflict_window_h`` of each other without the newer
+naming the older ("from Lisbon") are a conflict, and both stay valid for the
+trust pass to flag. The new statement is always stored before anything is
+ended (mem0 #4536: a contradiction that removed the old fact and lost the new).
+
+Without a rule's claim, a statement very close (cosine) to a current one of
+the same subject that names a different name, number or date takes over its
+slot (the fallback). An agent's reply right after an ended statement that
+repeated its value ("Lisbon sounds lovely!") is ended with it.
+
+One layer of ``memory.service.MemoryService`` (see the "Memory modules" section
+of docs/DESIGN.md): each layer uses only the state and the layers below it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memory.reembed import Reembedding
+from memory.repo import NewItem
+from memory.repo import validity as slots_repo
+from memory.repo.validity import SlotRow
+from memory.slots import Claim, claims, normal, split_quoted, subject_of
+from memory.types import ItemStatus, ItemType
+
+log = logging.getLogger("memory.service")
+
+# How many of the messages after an ended statement are read for an agent reply that
+# repeated its value.
+REPLIES_READ = 2
+# The candidates a slot judge is shown: the subject's current statements, nearest first.
+JUDGE_CANDIDATES = 12
+# A cosine at which a current statement is worth showing a judge at all.
+JUDGE_MIN_SIMILARITY = 0.35
+
+_NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+|\b\d[\d:/.,-]*\b")
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|my|we|we're|our|me)\b", re.I)
+
+
+@dataclass(frozen=True)
+class SlotFact:
+    """A current statement, as a judge sees it."""
+
+    id: int
+    slot: str
+    value: str
+    content: str
+
+
+@dataclass(frozen=True)
+class SlotDecision:
+    """ADD: a new slot (or nothing to end); UPDATE: it replaces ``replaces``; NONE: no
+    claim about a slot. ``attribute`` and ``value``: what the statement claims."""
+
+    action: Literal["ADD", "UPDATE", "NONE"]
+    attribute: str = ""
+    value: str = ""
+    replaces: tuple[int, ...] = ()
+
+
+class SlotJudge(Protocol):
+    """Decides, with a model, what a statement does to the current ones (mem0's update
+    step). ``None``: no answer (a failed call); the rules decide instead."""
+
+    async def decide(
+        self, subject: str, statement: str, current: Sequence[SlotFact]
+    ) -> SlotDecision | None: ...
+
+
+def _named(text: str) -> set[str]:
+    """The names, numbers and dates a statement holds (capitalised words not opening a
+    sentence, figures), lower case."""
+    return {m.group(0).lower().strip(".,") for m in _NAMED.finditer(text)} - {"i"}
+
+
+def _may_fall_back(text: str, item: NewItem) -> bool:
+    return (
+        item.vector is not None
+        and "?" not in text
+        and bool(_FIRST_PERSON.search(text))
+        and bool(_named(text))
+    )
+
+
+class Validity(Reembedding):
+    # Set by the app when ``memory.slot_judge`` is "llm" and a utility model exists.
+    slot_judge: SlotJudge | None = None
+
+    async def apply_validity(self, ids: Sequence[int], items: Sequence[NewItem]) -> int:
+        """Slots of the new items, and the older statements they end; how many ended."""
+        if not self.config.validity:
+            return 0
+        ended = 0
+        for item_id, item in zip(ids, items, strict=True):
+            if item.status is not ItemStatus.ACTIVE:
+                continue
+            try:
+                ended += await self._validity_of(item_id, item)
+            except Exception:
+                # A failed slot check leaves both statements valid; the item is stored.
+                log.exception("memory: slot check of item %d failed", item_id)
+        return ended
+
+    async def _validity_of(self, item_id: int, item: NewItem) -> int:
+        text, speaker = item.content, item.speaker
+        if item.type is not ItemType.EPISODE:
+            quoted, body = split_quoted(item.content)
+            text, speaker = body, quoted or speaker
+        subject = subject_of(speaker, item.role or "user")
+        found = claims(text, item.occurred_at)
+        # Most messages claim nothing and could not take a slot by the fallback either:
+        # they cost no query (LoCoMo: 5 of 2,760 turns claim a slot).
+        if not found and self.slot_judge is None and not _may_fall_back(text, item):
+            return 0
+        model = self.embedder.model_name if self.embedder is not None else ""
+        current = [
+            r
+            for r in await slots_repo.current_of_subject(self.store, item.person_id, subject, model)
+            if r.id != item_id and r.occurred_at <= item.occurred_at
+        ]
+        # With a judge, every statement that is not a question is the model's to read
+        # (one utility call per stored statement, as mem0's update step).
+        if self.slot_judge is not None and "?" not in text:
+            decided = await self._judged(item_id, item, subject, text, current)
+            if decided is not None:
+                return decided
+        if not found:
+            return await self._fallback(item_id, item, subject, text, current)
+        ended = 0
+        own: tuple[str, str] | None = None
+        for claim in found:
+            attribute = claim.attribute or self._attribute_of_old(claim, subject, current)
+            if not attribute:
+                continue
+            slot = f"{subject}:{attribute}"
+            own = own or (slot, claim.value)
+            ended += await self._settle(item_id, item, slot, claim, current)
+        if own is not None:
+            await slots_repo.set_slot(self.store, item_id, *own)
+        return ended
+
+    @staticmethod
+    def _attribute_of_old(claim: Claim, subject: str, current: Sequence[SlotRow]) -> str:
+        """ "I switched from Vim to Emacs": the slot that holds "vim"."""
+        if not claim.old:
+            return ""
+        for row in reversed(current):
+            if row.value and _same(row.value, claim.old):
+                return row.slot.partition(":")[2]
+        return ""
+
+    async def _settle(
+        self, item_id: int, item: NewItem, slot: str, claim: Claim, current: Sequence[SlotRow]
+    ) -> int:
+        window = timedelta(hours=self.config.conflict_window_h)
+        ending, confirmed = [], []
+        for row in current:
+            if row.slot != slot:
+                continue
+            if claim.ends:
+                if not claim.old or not row.value or _same(row.value, claim.old):
+                    ending.append(row)
+            elif row.value and _same(row.value, claim.value):
+                confirmed.append(row.id)
+            elif claim.old and row.value and _same(row.value, claim.old):
+                ending.append(row)  # named as what changed: a change, however soon
+            elif row.value and item.occurred_at - row.occurred_at < window:
+                continue  # two values the same day: a conflict, both stay valid
+            else:
+                ending.append(row)
+        await slots_repo.confirm(self.store, confirmed, item.occurred_at)
+        return await self._end(item_id, item, ending)
+
+    async def _end(self, item_id: int, item: NewItem, rows: Sequence[SlotRow]) -> int:
+        if not rows:
+            return 0
+        await slots_repo.end_items(self.store, [r.id for r in rows], item.occurred_at, item_id)
+        for row in rows:
+            await self._outdate_replies(item_id, item, row)
+        log.info("memory %d ends %s (%s)", item_id, [r.id for r in rows], rows[0].slot)
+        return len(rows)
+
+    async def _outdate_replies(self, item_id: int, item: NewItem, row: SlotRow) -> None:
+        """The agent's replies right after ``row`` that repeated its value end with it."""
+        if row.conversation_id is None or not row.value:
+            return
+        after = await slots_repo.replies_after(
+            self.store, row.conversation_id, row.id, REPLIES_READ
+        )
+        echoes = [
+            reply_id
+            for reply_id, role, content in after
+            if role == "assistant" and reply_id != item_id and row.value in content.lower()
+        ]
+        await slots_repo.end_items(
+            self.store, echoes, item.occurred_at, item_id, slot=(row.slot, row.value)
+        )
+
+    async def _fallback(
+        self, item_id: int, item: NewItem, subject: str, text: str, current: Sequence[SlotRow]
+    ) -> int:
+        """No rule's claim: a statement this close to a current one of the subject,
+        first person, naming a name, number or date the older does not, takes its slot."""
+        vector = item.vector
+        if vector is None or not current or not _FIRST_PERSON.search(text):
+            return 0
+        named = _named(text)
+        if not named:
+            return 0
+        best: tuple[float, SlotRow] | None = None
+        for row in current:
+            if row.vector is None or not row.value:
+                continue
+            cosine = float(row.vector @ vector)
+            if cosine < self.config.slot_fallback_similarity:
+                continue
+            if row.value in text.lower():
+                continue  # the same value said again
+            new = named - _named(row.content)
+            if new and (best is None or cosine > best[0]):
+                best = (cosine, row)
+        if best is None:
+            return 0
+        row = best[1]
+        value = normal(" ".join(sorted(named - _named(row.content))))
+        await slots_repo.set_slot(self.store, item_id, row.slot, value)
+        return await self._end(item_id, item, [row])
+
+    async def _judged(
+        self,
+        item_id: int,
+        item: NewItem,
+        subject: str,
+        text: str,
+        current: Sequence[SlotRow],
+    ) -> int | None:
+        """The judge's decision applied; None when it gave none (the rules decide)."""
+        assert self.slot_judge is not None
+        shown = _nearest(current, item.vector)[:JUDGE_CANDIDATES]
+        facts = [SlotFact(r.id, r.slot.partition(":")[2], r.value, r.content) for r in shown]
+        decision = await self.slot_judge.decide(subject, text, facts)
+        if decision is None:
+            return None
+        if decision.action == "NONE":
+            return 0
+        attribute = re.sub(r"[^a-z0-9_]+", "_", decision.attribute.lower()).strip("_")
+        if decision.action == "UPDATE" and not attribute:
+            # The slot of what it replaces.
+            first = next((r for r in shown if r.id in decision.replaces), None)
+            attribute = first.slot.partition(":")[2] if first is not None else ""
+        if attribute:
+            await slots_repo.set_slot(
+                self.store, item_id, f"{subject}:{attribute}", normal(decision.value)
+            )
+        if decision.action != "UPDATE":
+            return 0
+        # Only what it was shown: a judge never ends another subject's statement.
+        ending = [r for r in shown if r.id in set(decision.replaces)]
+        return await self._end(item_id, item, ending)
+
+
+def _same(a: str, b: str) -> bool:
+    """One value named two ways ("acme" and "acme corp")."""
+    a, b = normal(a), normal(b)
+    return a == b or (
+        len(a) > 2
+        and len(b) > 2
+        and (a in b.split() or b in a.split() or a.startswith(b + " ") or b.startswith(a + " "))
+    )
+
+
+def _nearest(rows: Sequence[SlotRow], vector: NDArray[np.float32] | None) -> list[SlotRow]:
+    if vector is None:
+        return list(reversed(rows))
+    scored = [
+        (float(r.vector @ vector) if r.vector is not None else JUDGE_MIN_SIMILARITY, r)
+        for r in rows
+    ]
+    return [r for s, r in sorted(scored, key=lambda p: -p[0]) if s >= JUDGE_MIN_SIMILARITY]
