@@ -342,8 +342,16 @@ def _clause_claims(clause: str, at: datetime | None) -> list[Claim]:
     return out
 
 
+# How a person who gave no name is named: as the speaker of their episodes, and by
+# the observer ("The person: I live in Lisbon"). Both are the person's own slots.
+PERSON_SPEAKER = "Person"
+UNNAMED_PERSON = "The person"
+
+
 def subject_of(speaker: str, role: str) -> str:
     """Whose slot: the speaker's first name, lower case; the person's own when unnamed."""
+    if speaker.strip() in (PERSON_SPEAKER, UNNAMED_PERSON):
+        speaker = ""
     name = speaker.strip().split()[0].lower() if speaker.strip() else ""
     return name or ("agent" if role == "assistant" else "user")
 

@@ -25,11 +25,11 @@ from memory.commands import CommandKind, MemoryCommand, asks_about_person, parse
 from memory.pack import asks
 from memory.sanitize import sanitize
 from memory.service import Episode, Forgotten, MemoryService, PackRequest, Remembered
+from memory.slots import PERSON_SPEAKER
 from memory.types import ItemStatus, ItemType
 
 log = logging.getLogger(__name__)
 
-PERSON_SPEAKER = "Person"
 # The speaker an observation quoting a message starts with ("The person: ", "Sam: ").
 _QUOTED = re.compile(r"^[A-Z][\w .'-]{0,40}:\s+")
 

@@ -32,7 +32,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 import numpy as np
@@ -135,11 +135,11 @@ class Validity(Reembedding):
         if not found and self.slot_judge is None and not _may_fall_back(text, item):
             return 0
         model = self.embedder.model_name if self.embedder is not None else ""
-        current = [
-            r
-            for r in await slots_repo.current_of_subject(self.store, item.person_id, subject, model)
-            if r.id != item_id and r.occurred_at <= item.occurred_at
-        ]
+        rows = await slots_repo.current_of_subject(self.store, item.person_id, subject, model)
+        current = [r for r in rows if r.id != item_id and r.occurred_at <= item.occurred_at]
+        # Statements said after this one but stored before it (an observation written
+        # by a later observer pass, an import): one of them may already end it.
+        newer = [r for r in rows if r.id != item_id and r.occurred_at > item.occurred_at]
         # With a judge, every statement that is not a question is the model's to read
         # (one utility call per stored statement, as mem0's update step).
         if self.slot_judge is not None and "?" not in text:
@@ -159,7 +159,24 @@ class Validity(Reembedding):
             ended += await self._settle(item_id, item, slot, claim, current)
         if own is not None:
             await slots_repo.set_slot(self.store, item_id, *own)
+            await self._ended_by_newer(item_id, item.occurred_at, own, newer)
         return ended
+
+    async def _ended_by_newer(
+        self, item_id: int, said: datetime, own: tuple[str, str], newer: Sequence[SlotRow]
+    ) -> None:
+        """A statement stored late is ended by the first newer one of its slot that
+        says another value (past the conflict window), as if it had come in order."""
+        slot, value = own
+        window = timedelta(hours=self.config.conflict_window_h)
+        for row in sorted(newer, key=lambda r: r.occurred_at):
+            if row.slot != slot or not row.value or _same(row.value, value):
+                continue
+            if row.occurred_at - said < window:
+                continue  # the same day: a conflict, both stay valid
+            await slots_repo.end_items(self.store, [item_id], row.occurred_at, row.id)
+            log.info("memory %d ended by the newer %d (%s)", item_id, row.id, slot)
+            return
 
     @staticmethod
     def _attribute_of_old(claim: Claim, subject: str, current: Sequence[SlotRow]) -> str:

@@ -26,6 +26,7 @@ from gateway.store import Store
 from gateway.store.models import Message, MessageRole, Person, utcnow
 from gateway.tokens import estimate_tokens
 from gateway.zones import PersonZones
+from memory.slots import UNNAMED_PERSON
 from persona.models import ObserveRun, SyncScoreRow, VerdictStatus
 from persona.observation.log import ObservationLog
 from persona.observation.rules import RuleObserver
@@ -114,7 +115,7 @@ class ObservePass:
     async def _speaker(self, person_id: int) -> str:
         async with self.store.session() as session:
             person = await session.get(Person, person_id)
-        return (person.display_name if person is not None else "") or "The person"
+        return (person.display_name if person is not None else "") or UNNAMED_PERSON
 
     async def _run(
         self, conversation_id: int, person_id: int, messages: Sequence[Message]
