@@ -473,6 +473,41 @@ class MemoryConfig:
     # least recently used people's are saved and leave memory, loaded again at their
     # next message. A person with a few items takes ~35 KB, 1,000 items ~2 MB, 100,000 ~300 MB.
     index_cache_mb: PositiveFloat = 256.0
+    # Insight items (one sentence for a cluster of archived items, weekly upkeep).
+    quota_insight: Share = 0.2
+    half_life_hours_insight: PositiveFloat = 4320.0
+
+
+@dataclass(frozen=True)
+class UpkeepJobsConfig:
+    """What the weekly and monthly upkeep jobs change (memory/jobs/weekly.py, monthly.py)."""
+
+    # Domain TTLs: an item of the category not used for this many days is archived
+    # (it leaves the ANN index; full text still finds it and a use brings it back).
+    # Pinned items, persona and relational items never are.
+    ttl_days_work: PositiveFloat = 90.0
+    ttl_days_preferences: PositiveFloat = 180.0
+    ttl_days_health: PositiveFloat = 365.0
+    ttl_days_hobbies: PositiveFloat = 60.0
+    ttl_days_relationships: PositiveFloat = 180.0
+    # Every other category (persona, facts, events).
+    ttl_days_other: PositiveFloat = 90.0
+    # The items quoted in a category summary (the most central ones).
+    summary_items: PositiveInt = 5
+    # Archived items closer than this cosine distance (average linkage) share a
+    # cluster; a cluster of at least insight_min_items gets an insight item.
+    insight_distance: Share = 0.45
+    insight_min_items: PositiveInt = 3
+    # At most this many archived items a person are clustered in one run (the rest
+    # wait for the next): agglomerative clustering holds an n x n matrix.
+    insight_max_items: PositiveInt = 2000
+    # Below this cosine to every category prototype an item's category comes from its
+    # type alone (facts, events).
+    category_min_similarity: Share = 0.2
+    # Monthly: items not used for this many days move to the cold tier.
+    cold_after_days: PositiveFloat = 180.0
+    # Monthly: stored vectors checked against freshly computed ones (drift).
+    drift_sample: PositiveInt = 200
 
 
 @dataclass(frozen=True)
@@ -500,6 +535,7 @@ class Config:
     observe: ObserveConfig = field(default_factory=ObserveConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    upkeep_jobs: UpkeepJobsConfig = field(default_factory=UpkeepJobsConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)

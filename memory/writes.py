@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from gateway.clock import local
 from memory import repo
+from memory.categories import CategoryPrototypes, categorise
 from memory.decay import content_words
 from memory.lexical import LexicalIndex
 from memory.models import MemoryItem
@@ -53,6 +54,7 @@ class Writes(Reembedding):
                 NewItem(**{**fields_of(item), "vector": matrix[n], "embedding_model": model})
                 for n, item in enumerate(items)
             ]
+        items = await self._categorised(items, matrix)
         ids = await repo.insert_items(self.store, items)
         recallable: dict[int, list[tuple[int, str, str]]] = {}
         # Taken now: one may be evicted while another is added to (then the rows are
@@ -80,6 +82,41 @@ class Writes(Reembedding):
                     await self._maybe_save(index)
                     self._used(person_id)
         return ids
+
+    async def _categorised(
+        self, items: Sequence[NewItem], matrix: NDArray[np.float32] | None
+    ) -> Sequence[NewItem]:
+        """Items given their category (memory/categories.py) without a model. With a
+        utility model they are left to the weekly job, which asks it."""
+        if self.utility is not None or all(item.category for item in items):
+            return items
+        found = categorise(
+            [i.type for i in items],
+            [i.content for i in items],
+            matrix,
+            await self.category_prototypes(),
+            self.jobs.category_min_similarity,
+        )
+        return [
+            item if item.category else NewItem(**{**fields_of(item), "category": str(category)})
+            for item, category in zip(items, found, strict=True)
+        ]
+
+    async def category_prototypes(self) -> CategoryPrototypes | None:
+        """The categories' prototype vectors of this model (embedded once); None
+        without an embedder."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        found = self._prototypes
+        if found is None or found.model != embedder.model_name:
+            pairs = CategoryPrototypes.texts()
+            matrix = await self._embed([text for _, text in pairs])
+            if matrix is None:
+                return None
+            found = CategoryPrototypes(matrix, tuple(c for c, _ in pairs), embedder.model_name)
+            self._prototypes = found
+        return found
 
     async def ingest(self, episodes: Sequence[Episode]) -> list[int]:
         """Every message becomes an episode item, with the dates it refers to; a long
