@@ -428,6 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
     from persona.cli import add_commands as add_persona_commands
 
     add_persona_commands(sub, with_config)
+    from memory.cli import add_commands as add_memory_commands
+
+    add_memory_commands(sub, with_config)
     return parser
 
 
