@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import ColumnElement, distinct, func, insert, select, update
+from sqlalchemy import ColumnElement, func, insert, select, update
 
 from gateway.store import Store
 from memory.embed import from_blob
@@ -81,7 +81,8 @@ async def people(store: Store, person_id: int | None) -> list[int]:
     """Who has items (just ``person_id`` when given)."""
     async with store.reader() as session:
         rows = await session.scalars(
-            select(distinct(MemoryItem.person_id))
+            select(MemoryItem.person_id)
+            .distinct()
             .where(*_person(person_id))
             .order_by(MemoryItem.person_id)
         )
