@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from gateway.clock import local
 from memory import repo
-from memory.categories import CategoryPrototypes, categorise
+from memory.categories import CategoryPrototypes, rule_category
 from memory.decay import content_words
 from memory.lexical import LexicalIndex
 from memory.models import MemoryItem
@@ -54,7 +54,7 @@ class Writes(Reembedding):
                 NewItem(**{**fields_of(item), "vector": matrix[n], "embedding_model": model})
                 for n, item in enumerate(items)
             ]
-        items = await self._categorised(items, matrix)
+        items = self._categorised(items)
         ids = await repo.insert_items(self.store, items)
         recallable: dict[int, list[tuple[int, str, str]]] = {}
         # Taken now: one may be evicted while another is added to (then the rows are
@@ -83,24 +83,20 @@ class Writes(Reembedding):
                     self._used(person_id)
         return ids
 
-    async def _categorised(
-        self, items: Sequence[NewItem], matrix: NDArray[np.float32] | None
-    ) -> Sequence[NewItem]:
-        """Items given their category (memory/categories.py) without a model. With a
-        utility model they are left to the weekly job, which asks it."""
+    def _categorised(self, items: Sequence[NewItem]) -> Sequence[NewItem]:
+        """Items given the category their type or keywords settle (memory/categories.py).
+        The rest, and every item when a utility model is configured, are left to the
+        weekly job: the prototypes it also weighs cost an embedding of their own, and
+        the write path embeds only what it stores."""
         if self.utility is not None or all(item.category for item in items):
             return items
-        found = categorise(
-            [i.type for i in items],
-            [i.content for i in items],
-            matrix,
-            await self.category_prototypes(),
-            self.jobs.category_min_similarity,
-        )
-        return [
-            item if item.category else NewItem(**{**fields_of(item), "category": str(category)})
-            for item, category in zip(items, found, strict=True)
-        ]
+        out = []
+        for item in items:
+            found = None if item.category else rule_category(item.type, item.content)
+            out.append(
+                item if found is None else NewItem(**{**fields_of(item), "category": str(found)})
+            )
+        return out
 
     async def category_prototypes(self) -> CategoryPrototypes | None:
         """The categories' prototype vectors of this model (embedded once); None
