@@ -98,7 +98,9 @@ async def make_insights(ctx: JobContext, person_id: int) -> int:
                 person_id=person_id,
                 type=ItemType.INSIGHT,
                 content=text,
-                occurred_at=max(i.occurred_at for i in members),
+                # Written now (its text gives the span of its sources' dates): dated
+                # at its sources' last, it would be archived or cold at once.
+                occurred_at=ctx.now,
                 author="upkeep",
                 source_message_ids=tuple(messages),
                 category=Counter(i.category for i in members).most_common(1)[0][0],

@@ -92,7 +92,8 @@ async def vector_drift(ctx: JobContext) -> dict[str, Any]:
     texts = [embedding_text(i.type, i.speaker, i.content) for i in sample]
     fresh = await asyncio.to_thread(embedder.embed, texts)
     stored = np.stack([i.vector for i in sample if i.vector is not None])
-    distance = 1.0 - np.sum(stored * fresh, axis=1)
+    # Clipped at 0: rounding makes a vector's distance to itself -1e-7 at times.
+    distance = np.maximum(0.0, 1.0 - np.sum(stored * fresh, axis=1))
     return {
         "checked": len(sample),
         "max": round(float(distance.max()), 6),

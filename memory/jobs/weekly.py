@@ -2,12 +2,13 @@
 
 1. Every item without a category gets one (memory/categories.py; the utility
    model's when one is configured).
-2. Per person and category, the summary is rebuilt from the active items alone,
-   from scratch; one that reads differently is a new version (memory_summaries).
-3. Items not used for their category's TTL (``[upkeep_jobs] ttl_days_*``) are
+2. Items not used for their category's TTL (``[upkeep_jobs] ttl_days_*``) are
    archived: they leave the ANN index, full text still finds them, and a use
    brings them back (``MemoryService.reinforce_items``). Pinned items, persona
    and relational items never are.
+3. Per person and category, the summary is rebuilt from the active items alone
+   (after 2), from scratch; one that reads differently is a new version
+   (memory_summaries).
 4. The archived items not yet summed up are clustered by similarity; each
    cluster of ``insight_min_items`` or more becomes one insight item linked to
    its sources (``source_item_ids``).
@@ -46,13 +47,14 @@ DOMAINS: tuple[Category, ...] = (
 async def weekly(ctx: JobContext) -> Counts:
     counts: Counts = {"categorised": 0, "summaries": 0, "archived": 0, "insights": 0}
     counts["categorised"] = await backfill_categories(ctx)
+    # Archived first: a summary is of what stays active after this run.
+    counts["archived"] = await archive_by_ttl(ctx)
     people = await queries.people(ctx.service.store, ctx.person_id)
     for done, person_id in enumerate(people):
         for category in CATEGORIES:
             if await rebuild_summary(ctx, person_id, category):
                 counts["summaries"] += 1
         ctx.progress(done + 1, 2 * len(people))
-    counts["archived"] = await archive_by_ttl(ctx)
     for done, person_id in enumerate(people):
         counts["insights"] += await make_insights(ctx, person_id)
         ctx.progress(len(people) + done + 1, 2 * len(people))
