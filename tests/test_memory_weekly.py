@@ -35,6 +35,9 @@ from memory.service import MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType, Tier
 from tests.conftest import make_config
 
+# The throwaway PostgreSQL server and database of tests/test_memory_postgres.py.
+from tests.test_memory_postgres import pg_store, postgres  # noqa: F401
+
 pytestmark = pytest.mark.slow
 
 NOW = datetime(2025, 6, 1, 9, 0, tzinfo=UTC)
@@ -379,3 +382,46 @@ def test_memory_health_prints_the_report(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["items"]["total"] == 0
     assert report["last_access_age"][0]["bucket"] == "< 1 d"
+
+
+# -- PostgreSQL ---------------------------------------------------------------------
+
+PG_BINARIES = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+
+
+@pytest.mark.skipif(not PG_BINARIES, reason="Debian postgresql is not installed")
+async def test_weekly_and_monthly_on_postgresql(
+    pg_store: Store,  # noqa: F811 (the fixture imported above)
+    config: Config,
+    embedder: SentenceEmbedder,
+) -> None:
+    pg = pg_store
+    service = MemoryService(
+        pg, config.memory, config.data_dir / "pg-index", embedder, jobs=config.upkeep_jobs
+    )
+    try:
+        sam = await resolve_address(pg, "webchat", "pg-sam", display_name="Sam")
+        hobby = await add(service, sam.person_id, "I play the guitar in a small band", days_ago=61)
+        old = await add(service, sam.person_id, "I keep my bike in the basement", days_ago=200)
+        runs = [
+            await add(service, sam.person_id, t, days_ago=100)
+            for t in (
+                "I ran ten kilometres along the river this morning",
+                "My long run today was twelve kilometres by the river",
+                "I went for an early morning run by the river again",
+            )
+        ]
+        counts = await weekly(ctx_for(service))
+        assert counts["archived"] == 2 + len(runs)  # the bike: facts, 90 days
+        assert counts["insights"] == 1
+        assert (await item(pg, hobby)).tier is Tier.ARCHIVED
+        run = ctx_for(service)
+        counts = await monthly(run)
+        assert counts["fts_rebuilt"] == 0
+        assert str(run.report["reindex"]["fts"]).startswith("not applicable")  # type: ignore[index]
+        assert counts["indexes_rebuilt"] == 1
+        assert counts["drift_checked"] == 6
+        assert (await item(pg, old)).tier is Tier.ARCHIVED  # archived stays archived, not cold
+        assert run.report["items"]["archived"] == 5  # type: ignore[index]
+    finally:
+        await service.aclose()
