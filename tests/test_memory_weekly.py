@@ -425,3 +425,31 @@ async def test_weekly_and_monthly_on_postgresql(
         assert run.report["items"]["archived"] == 5  # type: ignore[index]
     finally:
         await service.aclose()
+
+
+async def test_a_weekly_run_stopped_mid_way_is_finished_by_the_next(
+    service: MemoryService, store: Store, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [f"My colleague number {n} joined the project meeting" for n in range(7)]
+    ids = [await add(service, address.person_id, t, days_ago=1) for t in texts]
+    async with store.session() as session:
+        await session.execute(update(MemoryItem).values(category=""))
+    real = queries.set_categories
+    calls = 0
+
+    async def dies_on_the_third_batch(store: Store, categories: dict[int, str]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise RuntimeError("killed")
+        await real(store, categories)
+
+    monkeypatch.setattr(queries, "set_categories", dies_on_the_third_batch)
+    with pytest.raises(RuntimeError, match="killed"):
+        await weekly(ctx_for(service, batch=2))
+    done = [i for i in ids if (await item(store, i)).category]
+    assert len(done) == 4  # two batches committed
+    monkeypatch.setattr(queries, "set_categories", real)
+    counts = await weekly(ctx_for(service, batch=2))
+    assert counts["categorised"] == 3  # the rest, nothing twice
+    assert {(await item(store, i)).category for i in ids} == {"work"}
