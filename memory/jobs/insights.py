@@ -71,8 +71,16 @@ async def make_insights(ctx: JobContext, person_id: int) -> int:
     if service.embedder is None:
         return 0
     covered = await queries.covered_by_insights(service.store, person_id)
-    archived = await queries.archived_items(service.store, person_id, service.embedder.model_name)
-    items = [i for i in archived if i.id not in covered][: jobs.insight_max_items]
+    model = service.embedder.model_name
+    archived = await queries.archived_ids(service.store, person_id, model)
+    # Only the vectors of the items clustered this run are read (a big store's
+    # archive holds 100,000 of them).
+    chosen = [i for i in archived if i not in covered][: jobs.insight_max_items]
+    if len(chosen) < jobs.insight_min_items:
+        return 0
+    items = [
+        i for i in await queries.job_items(service.store, chosen, model) if i.vector is not None
+    ]
     if len(items) < jobs.insight_min_items:
         return 0
     matrix = np.stack([i.vector for i in items if i.vector is not None])

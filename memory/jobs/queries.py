@@ -271,11 +271,11 @@ async def covered_by_insights(store: Store, person_id: int) -> set[int]:
         return {int(i) for ids in rows for i in (ids or ())}
 
 
-async def archived_items(store: Store, person_id: int, model: str) -> list[JobItem]:
+async def archived_ids(store: Store, person_id: int, model: str) -> list[int]:
     """The person's archived items with a vector of ``model`` (insights aside), oldest first."""
     async with store.reader() as session:
-        rows = await session.execute(
-            select(*_JOB_COLUMNS)
+        rows = await session.scalars(
+            select(MemoryItem.id)
             .where(
                 MemoryItem.person_id == person_id,
                 MemoryItem.status == ItemStatus.ACTIVE,
@@ -286,7 +286,19 @@ async def archived_items(store: Store, person_id: int, model: str) -> list[JobIt
             )
             .order_by(MemoryItem.id)
         )
-        return [_job_item(r, model) for r in rows]
+        return [int(r) for r in rows]
+
+
+async def job_items(store: Store, ids: Sequence[int], model: str) -> list[JobItem]:
+    """These items (by id, in that order) as the jobs read them."""
+    found: dict[int, JobItem] = {}
+    async with store.reader() as session:
+        for start in range(0, len(ids), 5000):
+            rows = await session.execute(
+                select(*_JOB_COLUMNS).where(MemoryItem.id.in_(list(ids[start : start + 5000])))
+            )
+            found |= {item.id: item for item in (_job_item(r, model) for r in rows)}
+    return [found[i] for i in ids if i in found]
 
 
 async def vector_sample(store: Store, model: str, size: int) -> list[JobItem]:
