@@ -1,6 +1,7 @@
 """The weekly and monthly upkeep job bodies timed over a pack bench store.
 
-    python -m gateway.bench.jobs_bench --store DIR [--now 2024-01-02] [--uncategorised] [--json]
+    python -m gateway.bench.jobs_bench --store DIR [--now 2024-01-02] [--uncategorised]
+        [--jobs weekly,monthly] [--json]
 
 ``DIR`` is a store kept by ``agentgw bench pack --items N --store DIR`` (one
 person, N episodes over two years from 2022-01-01). The jobs change it (they
@@ -32,7 +33,9 @@ from memory.models import MemoryItem
 from memory.service import MemoryService, load_embedder
 
 
-async def run(config: Config, now: datetime, uncategorised: bool) -> dict[str, Any]:
+async def run(
+    config: Config, now: datetime, uncategorised: bool, jobs: list[str]
+) -> dict[str, Any]:
     embedder = await asyncio.to_thread(load_embedder, config.memory)
     result: dict[str, Any] = {"now": now.isoformat()}
     async with Store(config.database_url) as store:
@@ -47,7 +50,9 @@ async def run(config: Config, now: datetime, uncategorised: bool) -> dict[str, A
             if uncategorised:
                 async with store.session() as session:
                     await session.execute(update(MemoryItem).values(category=""))
-            for name, body in (("weekly", weekly), ("monthly", monthly)):
+            bodies = {"weekly": weekly, "monthly": monthly}
+            for name in jobs:
+                body = bodies[name]
                 ctx = JobContext(service=service, now=now)
                 began = time.perf_counter()
                 counts = await body(ctx)
@@ -69,6 +74,11 @@ def main() -> int:
     parser.add_argument(
         "--uncategorised", action="store_true", help="clear every category first (default: off)"
     )
+    parser.add_argument(
+        "--jobs",
+        default="weekly,monthly",
+        help="the bodies to run, in order (default: weekly,monthly)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (default: text)")
     args = parser.parse_args()
     now = datetime.fromisoformat(args.now).replace(tzinfo=UTC)
@@ -76,7 +86,11 @@ def main() -> int:
         empty = Path(folder) / "agentgw.toml"
         empty.touch()
         config = load_config(empty, env={}, overrides={"store": {"data_dir": str(args.store)}})
-        result = asyncio.run(run(config, now, args.uncategorised))
+        jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
+        unknown = sorted(set(jobs) - {"weekly", "monthly"})
+        if unknown:
+            parser.error(f"--jobs: unknown job {unknown[0]!r} (weekly, monthly)")
+        result = asyncio.run(run(config, now, args.uncategorised, jobs))
     if args.json:
         print(json.dumps(result, indent=2))
     else:
