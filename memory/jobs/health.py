@@ -55,9 +55,8 @@ def _months(now: datetime, count: int) -> list[datetime]:
     return starts[::-1]
 
 
-def _between(start: datetime, end: datetime | None) -> list[ColumnElement[bool]]:
-    after = [MemoryItem.created_at >= start]
-    return after if end is None else [*after, MemoryItem.created_at < end]
+def _between(start: datetime, end: datetime) -> list[ColumnElement[bool]]:
+    return [MemoryItem.created_at >= start, MemoryItem.created_at < end]
 
 
 def _counted(rows: Sequence[Any]) -> dict[str, int]:
@@ -121,7 +120,8 @@ async def health_report(
                 )
             )
         ).one()
-        ends = [*months[1:], None]
+        # 32 days after a month's first day is always in the next month.
+        ends = [*months[1:], _months(months[-1] + timedelta(days=32), 1)[0]]
         grown = (
             await session.execute(
                 select(
