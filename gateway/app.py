@@ -46,6 +46,7 @@ from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.triggers.proactive import ProactiveNotifier
 from memory.triggers.stages import TodayStage, TriggerScanStage, TriggerSettings
+from memory.utility import BrainUtility
 from memory.validity_llm import LLMSlotJudge
 from persona.lessons.stages import build_lesson_loop
 from persona.observation.backlog import observer_behind, observer_extractor
@@ -316,6 +317,10 @@ async def _warm_up(
             if config.memory.slot_judge == "llm" and gateway.brain.name != "offline":
                 # The utility model decides what a statement ends (memory/validity_llm.py).
                 service.slot_judge = LLMSlotJudge(gateway.brain)
+            if gateway.brain.name != "offline":
+                # The weekly job's categories, summaries and insights come from the
+                # utility model when there is one (memory/utility.py); extractive without.
+                service.utility = BrainUtility(gateway.brain, gateway.brain.name)
             memory_pack = MemoryPackStage(
                 service,
                 config.memory.history_tokens,

@@ -518,12 +518,16 @@ class LessonsConfig:
     # A judged dimension below this is a mistake (when the judge left notes to learn from).
     judge_mistake_below: Share = 0.4
     max_tokens: PositiveInt = 200
+    # Insight items (one sentence for a cluster of archived items, weekly upkeep).
+    quota_insight: Share = 0.2
+    half_life_hours_insight: PositiveFloat = 4320.0
 
 
 @dataclass(frozen=True)
 class UpkeepJobsConfig:
-    """The nightly job's knobs and the session flush (issue 21); the calendar's
-    own section may absorb these at merge."""
+    """The knobs of the upkeep jobs (memory/jobs/): the nightly merge and promotion,
+    the session flush, the weekly categories, TTLs and insights, the monthly cold
+    tier and drift check. When they run is ``[upkeep]``."""
 
     # Two non-episode items of a person closer than this (cosine) are one item said twice.
     merge_cosine: Annotated[float, Field(gt=0, le=1)] = 0.85
@@ -540,6 +544,32 @@ class UpkeepJobsConfig:
     # A closed webchat page ends its session this long after (a reload, or a dropped
     # connection that comes back, within it is the same session).
     session_close_s: NonNegativeFloat = 60.0
+    # Domain TTLs: an item of the category not used for this many days is archived
+    # (it leaves the ANN index; full text still finds it and a use brings it back).
+    # Pinned items, persona and relational items never are.
+    ttl_days_work: PositiveFloat = 90.0
+    ttl_days_preferences: PositiveFloat = 180.0
+    ttl_days_health: PositiveFloat = 365.0
+    ttl_days_hobbies: PositiveFloat = 60.0
+    ttl_days_relationships: PositiveFloat = 180.0
+    # Every other category (persona, facts, events).
+    ttl_days_other: PositiveFloat = 90.0
+    # The items quoted in a category summary (the most central ones).
+    summary_items: PositiveInt = 5
+    # Archived items closer than this cosine distance (average linkage) share a
+    # cluster; a cluster of at least insight_min_items gets an insight item.
+    insight_distance: Share = 0.45
+    insight_min_items: PositiveInt = 3
+    # At most this many archived items a person are clustered in one run (the rest
+    # wait for the next): agglomerative clustering holds an n x n matrix.
+    insight_max_items: PositiveInt = 2000
+    # Below this cosine to every category prototype an item's category comes from its
+    # type alone (facts, events).
+    category_min_similarity: Share = 0.2
+    # Monthly: items not used for this many days move to the cold tier.
+    cold_after_days: PositiveFloat = 180.0
+    # Monthly: stored vectors checked against freshly computed ones (drift).
+    drift_sample: PositiveInt = 200
 
 
 @dataclass(frozen=True)

@@ -190,6 +190,27 @@ class PersonIndex:
                 self.origin = f"loaded, updated (+{len(missing)} -{len(leaving)})"
             return missing
 
+    def start_afresh(self, items: int, reason: str) -> None:
+        """Empty, with room for ``items``: a rebuild (the caller adds them, then saves)."""
+        with self._lock:
+            self._index = self._new(items)
+            self._live, self._deleted = set(), set()
+            self._dirty = 0
+            self.origin = f"rebuilt: {reason}"
+
+    @property
+    def deleted_slots(self) -> int:
+        """Slots of deleted items the index still holds (a rebuild drops them)."""
+        return len(self._deleted)
+
+    def saved_deleted_slots(self) -> int:
+        """The deleted slots of the saved file (0 when there is none or it is unreadable)."""
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return 0
+        return len(meta.get("deleted", [])) if isinstance(meta, dict) else 0
+
     def keep_only(self, ids: Iterable[int]) -> list[int]:
         """Delete what is not in ``ids``; the ids still missing (the caller adds them)."""
         with self._lock:

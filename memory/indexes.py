@@ -72,6 +72,47 @@ class Indexes(ServiceState):
             self._used(person_id)
             return index
 
+    async def rebuild_index(self, person_id: int, chunk: int = 5000) -> tuple[int, int] | None:
+        """Build the person's ANN index anew from the stored vectors (no re-embedding),
+        which drops the slots of deleted items, and put it in place of the old one;
+        (items, slots dropped), or None without an embedder or while theirs are redone.
+
+        Packs go on using the old index meanwhile; what changes while the new one is
+        filled is caught up once it is in place.
+        """
+        embedder = self.embedder
+        if embedder is None or person_id in self._reembedding:
+            return None
+        lock = self._opening.setdefault(person_id, asyncio.Lock())
+        async with lock:
+            await self._evictions.wait(person_id)
+            old = self._indexes.get(person_id)
+            params = IndexParams(
+                dim=embedder.dim,
+                m=self.config.index_m,
+                ef_construction=self.config.index_ef_construction,
+                ef_search=self.config.index_ef_search,
+                model=embedder.model_name,
+                store=self.store.identity,
+            )
+            fresh = PersonIndex(self.index_dir, person_id, params)
+            dropped = (
+                old.deleted_slots
+                if old is not None
+                else await asyncio.to_thread(fresh.saved_deleted_slots)
+            )
+            ids = await repo.indexable_ids(self.store, person_id)
+            fresh.start_afresh(len(ids), "monthly re-index")
+            for start in range(0, len(ids), chunk):
+                part = ids[start : start + chunk]
+                matrix = await self._current_vectors(part)
+                await asyncio.to_thread(fresh.add, part, matrix)
+            self._indexes[person_id] = fresh
+        await self._fill_index(fresh, person_id, fresh.keep_only)
+        await asyncio.to_thread(fresh.save)
+        self._used(person_id)
+        return fresh.count, dropped
+
     async def _fill_index(
         self, index: PersonIndex, person_id: int, keep: Callable[[list[int]], list[int]]
     ) -> None:
@@ -309,6 +350,10 @@ class Indexes(ServiceState):
             await repo.set_vectors(self.store, stale, matrix, model)
             stored.update({i: (matrix[n], model) for n, i in enumerate(stale)})
         return np.stack([stored[i][0] for i in ids]) if ids else np.zeros((0, dim), np.float32)
+
+    async def unindex(self, person_id: int, ids: Sequence[int]) -> None:
+        """Archived items leave the ANN index; full text keeps them (upkeep jobs)."""
+        await self._unindex(person_id, ids)
 
     async def _unindex(self, person_id: int, ids: Sequence[int]) -> None:
         index = await self.index(person_id)

@@ -60,6 +60,8 @@ class MemoryItem(Base):
         Index("ix_memory_items_person_pinned", "person_id", "pinned"),
         # The current statements of a slot, when a new one may end them (migration 0018).
         Index("ix_memory_items_person_slot", "person_id", "slot"),
+        # Category summaries and domain TTLs read a person's items by category (0017).
+        Index("ix_memory_items_person_category", "person_id", "category", "status"),
         Index("ix_memory_items_person_occurred", "person_id", "status", "occurred_at"),
         Index(
             "ix_memory_items_person_refers",
@@ -122,6 +124,39 @@ class MemoryItem(Base):
     # float32 little-endian, L2-normalised; None until embedded.
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)
     embedding_model: Mapped[str] = mapped_column(String(100), default="")
+    # persona, preferences, facts, events, relationships, work, health or hobbies
+    # (memory/categories.py): set when written, backfilled by the weekly job; ""
+    # until then. Its domain TTL decides when the weekly job archives it (0017).
+    category: Mapped[str] = mapped_column(String(16), default="", server_default="")
+    # The items an insight stands for (the archived cluster it sums up); [] otherwise.
+    source_item_ids: Mapped[list[int]] = mapped_column(JSON, default=list, server_default="[]")
+
+
+class MemorySummary(Base):
+    """One version of a person's summary of one category ("what I know about you").
+
+    The weekly job rebuilds each from the active items alone; a rebuild that reads
+    differently is a new version, so an earlier one is never silently overwritten.
+    """
+
+    __tablename__ = "memory_summaries"
+    __table_args__ = (
+        Index(
+            "ix_memory_summaries_person_category", "person_id", "category", "version", unique=True
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    person_id: Mapped[int] = mapped_column(ForeignKey("people.id", ondelete="CASCADE"))
+    category: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    # The items quoted, in order; how it was written: "extractive" or the model's name.
+    item_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    method: Mapped[str] = mapped_column(String(100), default="extractive")
+    # How many active items of the category there were.
+    items: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class MemoryTrace(Base):

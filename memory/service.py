@@ -95,6 +95,7 @@ class MemoryService(Upkeep):
             config.data_dir / "memory-index",
             embedder,
             zones=zones if zones is not None else PersonZones(store, config.zone),
+            jobs=config.upkeep_jobs,
         )
         try:
             await service.begin_reembedding()

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from gateway.clock import day_start
-from gateway.config import MemoryConfig
+from gateway.config import MemoryConfig, UpkeepJobsConfig
 from gateway.heap import freeze_long_lived
 from gateway.store import Store
 from gateway.zones import PersonZones
+from memory.categories import CategoryPrototypes
 from memory.decay import DecayPolicy
 from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
 from memory.embed_onnx import model_cache
@@ -30,6 +31,7 @@ from memory.repo import NewItem
 from memory.score import ScoreWeights
 from memory.timeparse import TimeWindow
 from memory.types import ItemStatus, ItemType
+from memory.utility import UtilityModel
 
 # How far before/after an event "before the trip" looks.
 ANCHOR_SPAN = timedelta(days=30)
@@ -199,10 +201,18 @@ class ServiceState:
         embedder: Embedder | None,
         *,
         zones: PersonZones | None = None,
+        jobs: UpkeepJobsConfig | None = None,
     ) -> None:
         single_threaded_blas()
         self.store = store
         self.config = config
+        # What the weekly and monthly upkeep jobs change ([upkeep_jobs]).
+        self.jobs = jobs if jobs is not None else UpkeepJobsConfig()
+        # The utility model, when one is configured: the weekly job's categories,
+        # summaries and insights come from it (memory/utility.py); None: without a model.
+        self.utility: UtilityModel | None = None
+        # Each category's prototype vectors (memory/categories.py), embedded at first use.
+        self._prototypes: CategoryPrototypes | None = None
         self.index_dir = index_dir
         self.embedder = embedder
         # Each person's time zone (their own, else ``agent.timezone``): the days that

@@ -15,6 +15,9 @@ class ItemType(enum.StrEnum):
     PROCEDURAL = "procedural"
     EVENT = "event"
     EPISODE = "episode"
+    # One sentence standing for a cluster of archived items (weekly upkeep), linked to
+    # them by ``source_item_ids``.
+    INSIGHT = "insight"
 
 
 class ItemStatus(enum.StrEnum):
@@ -43,6 +46,7 @@ PRIORITY_FLOORS: dict[ItemType, float] = {
     ItemType.FACT: 0.1,
     ItemType.EVENT: 0.1,
     ItemType.EPISODE: 0.0,
+    ItemType.INSIGHT: 0.1,
 }
 
 # Offered to every pack whatever the message, and never decaying below the retention floor.

@@ -21,6 +21,8 @@ from memory.state import (
 )
 from memory.types import Tier
 
+_TIER_RANK = {Tier.ACTIVE: 0, Tier.WARM: 1, Tier.COLD: 2, Tier.ARCHIVED: 3}
+
 # The service's one logger name, as before the split (log configs and tests name it).
 log = logging.getLogger("memory.service")
 
@@ -97,7 +99,10 @@ class Upkeep(Recall):
                 tier = self.decay.tier(retention)
                 stats.seen += 1
                 stats.tiers[tier.value] = stats.tiers.get(tier.value, 0) + 1
-                if tier is not row.tier:
+                # Only ever down: use (reinforce_items) and restore raise a tier, and the
+                # weekly and monthly jobs lower some by domain TTL further than decay
+                # would, which the hourly sweep must not undo.
+                if _TIER_RANK[tier] > _TIER_RANK[row.tier]:
                     changes[row.id] = tier
                     if tier is Tier.ARCHIVED:
                         leaving.setdefault(row.person_id, []).append(row.id)

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from gateway.clock import local
 from memory import repo
+from memory.categories import CategoryPrototypes, rule_category
 from memory.decay import content_words
 from memory.lexical import LexicalIndex
 from memory.models import MemoryItem
@@ -53,6 +54,7 @@ class Writes(Validity):
                 NewItem(**{**fields_of(item), "vector": matrix[n], "embedding_model": model})
                 for n, item in enumerate(items)
             ]
+        items = self._categorised(items)
         ids = await repo.insert_items(self.store, items)
         recallable: dict[int, list[tuple[int, str, str]]] = {}
         # Taken now: one may be evicted while another is added to (then the rows are
@@ -82,6 +84,37 @@ class Writes(Validity):
         # Stored and indexed first: ending an older statement never loses the new one.
         await self.apply_validity(ids, items)
         return ids
+
+    def _categorised(self, items: Sequence[NewItem]) -> Sequence[NewItem]:
+        """Items given the category their type or keywords settle (memory/categories.py).
+        The rest, and every item when a utility model is configured, are left to the
+        weekly job: the prototypes it also weighs cost an embedding of their own, and
+        the write path embeds only what it stores."""
+        if self.utility is not None or all(item.category for item in items):
+            return items
+        out = []
+        for item in items:
+            found = None if item.category else rule_category(item.type, item.content)
+            out.append(
+                item if found is None else NewItem(**{**fields_of(item), "category": str(found)})
+            )
+        return out
+
+    async def category_prototypes(self) -> CategoryPrototypes | None:
+        """The categories' prototype vectors of this model (embedded once); None
+        without an embedder."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        found = self._prototypes
+        if found is None or found.model != embedder.model_name:
+            pairs = CategoryPrototypes.texts()
+            matrix = await self._embed([text for _, text in pairs])
+            if matrix is None:
+                return None
+            found = CategoryPrototypes(matrix, tuple(c for c, _ in pairs), embedder.model_name)
+            self._prototypes = found
+        return found
 
     async def ingest(self, episodes: Sequence[Episode]) -> list[int]:
         """Every message becomes an episode item, with the dates it refers to; a long

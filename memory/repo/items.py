@@ -58,6 +58,10 @@ class NewItem:
     status: ItemStatus = ItemStatus.ACTIVE
     vector: NDArray[np.float32] | None = field(default=None, compare=False)
     embedding_model: str = ""
+    # "": categorised when added (memory/categories.py), else by the weekly job.
+    category: str = ""
+    # An insight's sources: the archived items it stands for.
+    source_item_ids: tuple[int, ...] = ()
 
 
 def _row(item: NewItem) -> dict[str, Any]:
@@ -85,6 +89,8 @@ def _row(item: NewItem) -> dict[str, Any]:
         "refers_end": item.refers_end,
         "embedding": None if item.vector is None else to_blob(item.vector),
         "embedding_model": item.embedding_model if item.vector is not None else "",
+        "category": item.category,
+        "source_item_ids": list(item.source_item_ids),
     }
 
 
