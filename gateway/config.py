@@ -494,6 +494,9 @@ class MemoryConfig:
     # A slot's statement not said again for this many days is [stale] (the default of
     # memory.trust.ttl_days, which per-category TTLs override).
     stale_days: PositiveFloat = 90.0
+    # Insight items (one sentence for a cluster of archived items, weekly upkeep).
+    quota_insight: Share = 0.2
+    half_life_hours_insight: PositiveFloat = 4320.0
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]
@@ -518,9 +521,6 @@ class LessonsConfig:
     # A judged dimension below this is a mistake (when the judge left notes to learn from).
     judge_mistake_below: Share = 0.4
     max_tokens: PositiveInt = 200
-    # Insight items (one sentence for a cluster of archived items, weekly upkeep).
-    quota_insight: Share = 0.2
-    half_life_hours_insight: PositiveFloat = 4320.0
 
 
 @dataclass(frozen=True)
