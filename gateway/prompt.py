@@ -20,6 +20,7 @@ from gateway.brains.base import (
     Role,
     SystemBlock,
 )
+from gateway.events import PackSize
 from gateway.tokens import estimate_tokens
 
 # Blocks of these kinds change rarely; the cache mark goes on the last of them.
@@ -62,6 +63,8 @@ class PromptDraft:
     history: list[ChatMessage] = field(default_factory=list)
     # The same memory as data, for a brain that cannot read the prompt (offline).
     recall: Recall = field(default_factory=Recall)
+    # Set by the memory stage: the pack's size, for the metrics (empty packs count too).
+    pack: PackSize | None = None
 
     def add(self, kind: BlockKind, text: str) -> None:
         if text.strip():

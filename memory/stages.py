@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from gateway.brains.base import BlockKind, Recollection
 from gateway.clock import local
+from gateway.events import PackSize
 from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
 from gateway.tokens import estimate_tokens
 from memory import repo
@@ -152,6 +153,7 @@ class MemoryPackStage:
             )
         )
         draft.add(BlockKind.MEMORY, pack.text)
+        draft.pack = PackSize(pack.tokens, len(pack.kept))
         draft.recall = replace(
             draft.recall,
             notes=tuple(said),

@@ -32,6 +32,7 @@ from sqlalchemy import func, select
 
 from gateway.brains.base import BlockKind, Brain, ChatMessage
 from gateway.config import Config
+from gateway.events import ObserverBacklog
 from gateway.prompt import (
     AfterTurnStage,
     ContextStage,
@@ -64,6 +65,7 @@ from persona.judge import (
 from persona.judge_llm import LLMJudge
 from persona.judge_local import LocalJudge
 from persona.models import ActionKind, PersonaAction
+from persona.observation.backlog import observer_backlog
 from persona.observation.guards import instruction_lines
 from persona.observation.llm import LLMObserver, LLMReflector
 from persona.observation.log import ObservationLog
@@ -341,6 +343,10 @@ class PersonaLoop:
                 return False
             await asyncio.wait(set(self._tasks), timeout=left)
         return True
+
+    async def observer_backlog(self, threshold_tokens: int) -> ObserverBacklog:
+        """Unread messages by the observer's cursors (for /metrics and /readyz)."""
+        return await self.store.read(lambda c: observer_backlog(c, threshold_tokens))
 
     @property
     def context_stages(self) -> list[ContextStage]:
