@@ -20,10 +20,11 @@ from web.panel import (
     overview,
     persona,
     system,
+    turns,
 )
 from web.panel.render import setup_templates
 
-PAGES = (overview, observations, drift, memory, persona, lessons, conversations, system)
+PAGES = (overview, observations, drift, memory, persona, lessons, conversations, system, turns)
 
 
 def add_panel_routes(app: web.Application, zone: tzinfo = UTC) -> None:
