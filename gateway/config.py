@@ -329,9 +329,9 @@ class PersonaConfig:
     # λ of the EWMA when a score is above it (recovering); 0: score_lambda both ways.
     score_lambda_recovering: Share = 0.0
     # The first verdict after a new rebase restarts the EWMA from its own score.
-    reseed_after_rebase: bool = False
+    reseed_after_rebase: bool = True
     # Mild drift while the EWMA is still falling: anchors at once, not a reinforcement.
-    escalate_when_falling: bool = False
+    escalate_when_falling: bool = True
 
 
 @dataclass(frozen=True)

@@ -131,14 +131,27 @@ class DriftScript:
 
 
 # The loop's variants compared by ``--variants`` (issue 28, drift recovery): each is a
-# set of persona config values, the first the defaults.
+# set of persona config values over the defaults; the first is the loop as it was.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "current": {},
-    "escalate_when_falling": {"escalate_when_falling": True},
-    "reseed_after_rebase": {"reseed_after_rebase": True},
-    "lambda_recovering_0.5": {"score_lambda_recovering": 0.5},
-    "lambda_recovering_0.6": {"score_lambda_recovering": 0.6},
-    "lambda_0.5_both_ways": {"score_lambda": 0.5},
+    "before_issue_28": {"escalate_when_falling": False, "reseed_after_rebase": False},
+    "escalate_when_falling": {"escalate_when_falling": True, "reseed_after_rebase": False},
+    "reseed_after_rebase": {"escalate_when_falling": False, "reseed_after_rebase": True},
+    "lambda_recovering_0.5": {
+        "escalate_when_falling": False,
+        "reseed_after_rebase": False,
+        "score_lambda_recovering": 0.5,
+    },
+    "lambda_recovering_0.6": {
+        "escalate_when_falling": False,
+        "reseed_after_rebase": False,
+        "score_lambda_recovering": 0.6,
+    },
+    "lambda_0.5_both_ways": {
+        "escalate_when_falling": False,
+        "reseed_after_rebase": False,
+        "score_lambda": 0.5,
+    },
+    # The defaults since issue 28.
     "escalate+reseed": {"escalate_when_falling": True, "reseed_after_rebase": True},
     "escalate+reseed+recovering_0.5": {
         "escalate_when_falling": True,
