@@ -348,7 +348,7 @@ def summarise(rows: list[dict[str, Any]], onset: int = ONSET) -> dict[str, Any]:
         "onset_turn": onset,
         "detected_at_turn": detected,
         "first_action_turn": next(
-            (r["turn"] for r in rows if r["action"] and r["turn"] >= ONSET), None
+            (r["turn"] for r in rows if r["action"] and r["turn"] >= onset), None
         ),
         "recovered_after_turns": recovered,
         # First reply the judge scored back at or above the ok line after detection
