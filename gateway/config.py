@@ -332,6 +332,8 @@ class PersonaConfig:
     reseed_after_rebase: bool = True
     # Mild drift while the EWMA is still falling: anchors at once, not a reinforcement.
     escalate_when_falling: bool = True
+    # Mild drift on the turn after an anchor or rebase: anchor again until back in ok.
+    hold_anchors_until_ok: bool = False
 
 
 @dataclass(frozen=True)

@@ -187,16 +187,19 @@ class AnchorStage:
             through = max((m.message_id for m in turn.recent), default=0)
             entries = list(zip(draft.history, align(turn.recent, draft.history), strict=True))
             restored = []
-        standing = await self._standing_rebase(turn.conversation_id)
+        standing, last = await self._standing_rebase(turn.conversation_id)
         turn_number = await self._turn_number(turn)
         drift = await drift_state(self.store, turn.conversation_id)
         since = None if standing is None else turn_number - int(standing["turn_number"])
+        # The action taken on the turn just before this one, if any.
+        previous = last[0] if last is not None and last[1] == turn_number - 1 else None
         decision = plan(
             self.settings,
             turn_number=turn_number,
             drift=drift,
             history_messages=len(entries),
             turns_since_rebase=since,
+            previous_action=previous,
         )
         detail: dict[str, Any] = {"reason": decision.reason, "turn_number": turn_number}
         if restored:
@@ -263,7 +266,10 @@ class AnchorStage:
             )
         return int(count or 0)
 
-    async def _standing_rebase(self, conversation_id: int) -> dict[str, Any] | None:
+    async def _standing_rebase(
+        self, conversation_id: int
+    ) -> tuple[dict[str, Any] | None, tuple[ActionKind, int] | None]:
+        """The standing rebase's detail, and the latest action's kind and turn number."""
         async with self.store.reader() as session:
             row = await session.scalar(
                 select(PersonaAction)
@@ -274,7 +280,16 @@ class AnchorStage:
                 .order_by(PersonaAction.id.desc())
                 .limit(1)
             )
-        return dict(row.detail) if row is not None else None
+            last = await session.scalar(
+                select(PersonaAction)
+                .where(PersonaAction.conversation_id == conversation_id)
+                .order_by(PersonaAction.id.desc())
+                .limit(1)
+            )
+        latest = None
+        if last is not None and "turn_number" in last.detail:
+            latest = (last.kind, int(last.detail["turn_number"]))
+        return (dict(row.detail) if row is not None else None), latest
 
     async def _record(
         self,

@@ -102,3 +102,29 @@ async def test_the_first_verdict_after_a_rebase_restarts_the_ewma(
     else:
         assert ewmas[2] == pytest.approx(0.3 * 0.85 + 0.7 * ewmas[1])
         assert ewmas[2] < 0.7  # still in drift: the rebase's effect waits for the EWMA
+
+
+@pytest.mark.parametrize(
+    ("hold", "previous", "expected"),
+    [
+        (False, ActionKind.ANCHOR, ActionKind.REINFORCE),
+        (True, ActionKind.ANCHOR, ActionKind.ANCHOR),
+        (True, ActionKind.REBASE, ActionKind.ANCHOR),
+        # After a reinforcement, or no action on the turn before: the mild answer.
+        (True, ActionKind.REINFORCE, ActionKind.REINFORCE),
+        (True, None, ActionKind.REINFORCE),
+    ],
+)
+def test_anchors_are_held_through_mild_until_ok(
+    hold: bool, previous: ActionKind | None, expected: ActionKind
+) -> None:
+    settings = PlannerSettings(anchor_min_messages=6, hold_anchors_until_ok=hold)
+    decision = plan(
+        settings,
+        turn_number=10,
+        drift=mild(Trend.RECOVERING),
+        history_messages=20,
+        turns_since_rebase=None,
+        previous_action=previous,
+    )
+    assert decision.kind is expected

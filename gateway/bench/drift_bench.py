@@ -153,6 +153,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     # The defaults since issue 28.
     "escalate+reseed": {"escalate_when_falling": True, "reseed_after_rebase": True},
+    "escalate+reseed+hold": {
+        "escalate_when_falling": True,
+        "reseed_after_rebase": True,
+        "hold_anchors_until_ok": True,
+    },
     "escalate+reseed+recovering_0.5": {
         "escalate_when_falling": True,
         "reseed_after_rebase": True,
