@@ -308,6 +308,12 @@ def _add_bench_drift(bench_sub: argparse._SubParsersAction[argparse.ArgumentPars
         default="local",
         help="llm: the LLM judge through the Anthropic SDK against the fake API",
     )
+    drift.add_argument("--onset", type=int, help="turn the drift pressure starts (default 20)")
+    drift.add_argument("--pressure-until", type=int, help="last turn of pressure (default 44)")
+    drift.add_argument("--pressure", type=float, help="drift added per turn (default 0.15)")
+    drift.add_argument(
+        "--variants", action="store_true", help="compare the drift loop's variants in one run"
+    )
     with_json(drift)
 
 

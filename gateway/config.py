@@ -326,6 +326,14 @@ class PersonaConfig:
     rebase_summary_tokens: PositiveInt = 400
     # Turns after a rebase during which a severe score anchors instead of rebasing again.
     rebase_cooldown_turns: NonNegativeInt = 5
+    # λ of the EWMA when a score is above it (recovering); 0: score_lambda both ways.
+    score_lambda_recovering: Share = 0.0
+    # The first verdict after a new rebase restarts the EWMA from its own score.
+    reseed_after_rebase: bool = True
+    # Mild drift while the EWMA is still falling: anchors at once, not a reinforcement.
+    escalate_when_falling: bool = True
+    # Mild drift on the turn after an anchor or rebase: anchor again until back in ok.
+    hold_anchors_until_ok: bool = False
 
 
 @dataclass(frozen=True)
@@ -346,6 +354,9 @@ class ObserveConfig:
     # "ok" line, so a reply that is only just passing cannot drag the voice along).
     persona_min_score: Share = 0.8
     max_tokens: PositiveInt = 1024
+    # /readyz says degraded when a conversation's unread messages reach this many
+    # tokens (the observer should have read them at observer_tokens).
+    backlog_degraded_tokens: PositiveInt = 6000
 
 
 EmbedderKind = Literal["minilm", "none"]

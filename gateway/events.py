@@ -58,6 +58,38 @@ class StageEvent:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # PREPARE's END when the prompt carries a Memory Pack: its tokens and items kept.
+    pack_tokens: int | None = None
+    pack_items: int | None = None
+
+
+@dataclass(frozen=True)
+class PackSize:
+    """The Memory Pack of one prompt: its estimated tokens and the items it kept."""
+
+    tokens: int
+    items: int
+
+
+@dataclass(frozen=True)
+class ObserverBacklog:
+    """Messages the observer has not read yet, from its cursors (for /metrics, /readyz)."""
+
+    messages: int
+    tokens: int
+    # Conversations whose unread messages reach the degraded threshold, and the largest.
+    conversations_over: int
+    largest_tokens: int
+    threshold_tokens: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "messages": self.messages,
+            "tokens": self.tokens,
+            "conversations_over": self.conversations_over,
+            "largest_tokens": self.largest_tokens,
+            "threshold_tokens": self.threshold_tokens,
+        }
 
 
 # The turn a log record belongs to: set by the pipeline for the turn's run, copied

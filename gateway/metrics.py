@@ -27,7 +27,7 @@ from sqlalchemy import Connection, func, select
 
 from gateway.brains import resolve_kind
 from gateway.errors import AgentGWError
-from gateway.events import StageEvent, StageKind, StagePhase
+from gateway.events import ObserverBacklog, StageEvent, StageKind, StagePhase
 from gateway.runtime import GATEWAY, Gateway
 from gateway.store.db import alembic_config
 from memory.jobs.metrics import UpkeepMetrics, overdue
@@ -39,6 +39,9 @@ LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 )  # fmt: skip
+# A Memory Pack's estimated tokens (memory.pack_tokens is 800 by default) and items kept.
+PACK_TOKEN_BUCKETS = (0, 50, 100, 200, 300, 400, 600, 800, 1200, 1600, 2400, 3200, 6400)
+PACK_ITEM_BUCKETS = (0, 1, 2, 3, 5, 8, 12, 16, 24, 32, 48, 64)
 
 
 class GatewayMetrics:
@@ -78,6 +81,18 @@ class GatewayMetrics:
             ["model", "direction"],
             registry=self.registry,
         )
+        self.pack_tokens = Histogram(
+            "agentgw_pack_tokens",
+            "Estimated tokens of each prompt's Memory Pack.",
+            buckets=PACK_TOKEN_BUCKETS,
+            registry=self.registry,
+        )
+        self.pack_items = Histogram(
+            "agentgw_pack_items",
+            "Memory items each Memory Pack kept.",
+            buckets=PACK_ITEM_BUCKETS,
+            registry=self.registry,
+        )
         self.live = LiveCollector(live)
         self.registry.register(self.live)
         self.upkeep = UpkeepMetrics(self.registry)
@@ -99,6 +114,10 @@ class GatewayMetrics:
                 ):
                     self.tokens.labels(event.model, direction).inc(count)
             return
+        if event.pack_tokens is not None:
+            self.pack_tokens.observe(event.pack_tokens)
+        if event.pack_items is not None:
+            self.pack_items.observe(event.pack_items)
         if event.duration_s is not None:
             self.stage_seconds.labels(event.phase.value, event.stage).observe(event.duration_s)
         if event.kind is StageKind.ERROR:
@@ -114,6 +133,8 @@ class LiveCollector(Collector):
     def __init__(self, live: Callable[[], Gateway | None]) -> None:
         self._live = live
         self.items_by_tier: dict[tuple[str, str], int] = {}
+        # Refreshed by the handler before each scrape, like the tiers (None: not observing).
+        self.observer_backlog: ObserverBacklog | None = None
 
     def describe(self) -> Iterable[Metric]:
         # Described as empty families: the registry learns the names without a scrape.
@@ -149,6 +170,28 @@ class LiveCollector(Collector):
         telegram = CounterMetricFamily(
             "agentgw_telegram_updates", "Updates received from Telegram."
         )
+        observer = (
+            GaugeMetricFamily(
+                "agentgw_observer_backlog_messages",
+                "Messages the observer has not read yet (all conversations).",
+            ),
+            GaugeMetricFamily(
+                "agentgw_observer_backlog_tokens",
+                "Tokens of the messages the observer has not read yet (all conversations).",
+            ),
+            GaugeMetricFamily(
+                "agentgw_observer_backlog_conversations",
+                "Conversations with unread messages past observe.backlog_degraded_tokens.",
+            ),
+        )
+        if self.observer_backlog is not None:
+            numbers = self.observer_backlog
+            for family, number in zip(
+                observer,
+                (numbers.messages, numbers.tokens, numbers.conversations_over),
+                strict=True,
+            ):
+                family.add_metric([], float(number))
         if gateway is not None:
             if gateway.voice is not None:
                 stt.add_metric([], gateway.voice.stt_seconds)
@@ -163,7 +206,7 @@ class LiveCollector(Collector):
                 reembedded.add_metric([], float(gateway.memory.reembedded_items))
             for (tier, status), count in sorted(self.items_by_tier.items()):
                 tiers.add_metric([tier, status], float(count))
-        return (up, sockets, running, backlog, reembedded, tiers, stt, tts, telegram)
+        return (up, sockets, running, backlog, reembedded, tiers, stt, tts, telegram, *observer)
 
 
 def count_items_by_tier(connection: Connection) -> dict[tuple[str, str], int]:
@@ -175,6 +218,14 @@ def count_items_by_tier(connection: Connection) -> dict[tuple[str, str], int]:
         )
     )
     return {(str(tier), str(status)): int(count) for tier, status, count in rows}
+
+
+async def observer_backlog(gateway: Gateway) -> ObserverBacklog | None:
+    """The observer's unread messages, or None when no observer runs."""
+    loop = gateway.persona
+    if loop is None or not loop.observe_enabled:
+        return None
+    return await loop.observer_backlog(gateway.config.observe.backlog_degraded_tokens)
 
 
 METRICS = web.AppKey("metrics", GatewayMetrics)
@@ -192,6 +243,11 @@ def add_observability_routes(app: web.Application) -> GatewayMetrics:
             except AgentGWError as exc:
                 # The other numbers still go out; the tiers keep their last values.
                 log.warning("metrics: memory items not counted: %s", exc)
+        if gateway is not None:
+            try:
+                metrics.live.observer_backlog = await observer_backlog(gateway)
+            except AgentGWError as exc:
+                log.warning("metrics: observer backlog not counted: %s", exc)
         return web.Response(
             body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
@@ -266,6 +322,13 @@ async def readiness(gateway: Gateway) -> dict[str, Any]:
             checks["upkeep"] = {"ok": not late}
             if late:
                 degraded["upkeep_overdue"] = late
+    backlog = await observer_backlog(gateway)
+    if backlog is not None:
+        checks["observer"] = backlog.as_dict()
+        if backlog.conversations_over:
+            # Unread messages past the threshold: the observer is failing or far behind
+            # (its pass should have run at observe.observer_tokens).
+            degraded["observer_backlog"] = backlog.as_dict()
     if not gateway.ready.is_set():
         status = "starting"
     elif problems:

@@ -25,7 +25,15 @@ from typing import Any
 
 from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
 from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout, EmptyReply
-from gateway.events import LogIds, StageEvent, StageKind, StagePhase, in_stage, in_turn
+from gateway.events import (
+    LogIds,
+    PackSize,
+    StageEvent,
+    StageKind,
+    StagePhase,
+    in_stage,
+    in_turn,
+)
 from gateway.hub import ConversationHub
 from gateway.messages import TurnEvent, TurnEventKind
 from gateway.prompt import (
@@ -101,6 +109,8 @@ class TurnPipeline:
         # Turn columns measured after a turn's last write (deliver_ms): they ride
         # along with the next turn's write instead of costing a transaction each.
         self._pending: dict[int, dict[str, Any]] = {}
+        # Each running turn's stages so far (turns.stages once its after-turn stages end).
+        self._timelines: dict[int, StageTimeline] = {}
 
     @property
     def pending_values(self) -> int:
@@ -150,7 +160,11 @@ class TurnPipeline:
         duration_s: float | None = None,
         code: str | None = None,
         values: dict[str, object] | None = None,
+        pack: PackSize | None = None,
     ) -> None:
+        timeline = self._timelines.get(inbound.turn_id)
+        if timeline is not None:
+            timeline.note(kind, phase, stage or phase.value, duration_s, code)
         usage: dict[str, Any] = {}
         if values is not None and "model" in values:
             usage = {"model": str(values["model"])}
@@ -168,10 +182,27 @@ class TurnPipeline:
                 duration_s=duration_s,
                 code=code,
                 **usage,
+                pack_tokens=None if pack is None else pack.tokens,
+                pack_items=None if pack is None else pack.items,
             )
         )
 
     async def _run(
+        self,
+        inbound: StoredInbound,
+        received_perf: float,
+        answered: Callable[[], None] | None,
+    ) -> None:
+        self._timelines[inbound.turn_id] = StageTimeline(received_perf)
+        try:
+            await self._run_timed(inbound, received_perf, answered)
+        finally:
+            timeline = self._timelines.pop(inbound.turn_id, None)
+            if timeline is not None and timeline.stages:
+                # Written with the next turn's write (or the router's idle flush).
+                self._pending.setdefault(inbound.turn_id, {})["stages"] = timeline.stages
+
+    async def _run_timed(
         self,
         inbound: StoredInbound,
         received_perf: float,
@@ -186,8 +217,8 @@ class TurnPipeline:
         streamed: list[str] = []
         try:
             turn = await self._begin(inbound)
-            request = await self._prepare(inbound, turn, values)
-            outcome = await self._answer(inbound, request, values, received_perf, streamed)
+            request, pack = await self._prepare(inbound, turn, values)
+            outcome = await self._answer(inbound, request, values, received_perf, streamed, pack)
         except TimeoutError:
             error: AgentGWError = BrainTimeout(
                 f"no complete answer within {self.settings.deadline_s:g} s"
@@ -262,18 +293,19 @@ class TurnPipeline:
 
     async def _prepare(
         self, inbound: StoredInbound, turn: TurnContext, values: dict[str, object]
-    ) -> BrainRequest:
+    ) -> tuple[BrainRequest, PackSize | None]:
         draft = PromptDraft()
         for stage in self.stages:
             async with self._stage(inbound, StagePhase.CONTEXT, stage.name, "stage_failed"):
                 await stage.apply(turn, draft)
         values["context_tokens"] = draft.sizes(turn.text)
-        return draft.compose(
+        request = draft.compose(
             turn.text,
             max_tokens=self.settings.max_tokens,
             temperature=self.settings.temperature,
             cache=self.settings.prompt_caching,
         )
+        return request, draft.pack
 
     async def _answer(
         self,
@@ -282,11 +314,16 @@ class TurnPipeline:
         values: dict[str, object],
         received_perf: float,
         streamed: list[str],
+        pack: PackSize | None = None,
     ) -> TurnOutcome:
         brain_start = time.perf_counter()
         values["prepare_ms"] = (brain_start - received_perf) * 1000
         self._emit(
-            inbound, StageKind.END, StagePhase.PREPARE, duration_s=brain_start - received_perf
+            inbound,
+            StageKind.END,
+            StagePhase.PREPARE,
+            duration_s=brain_start - received_perf,
+            pack=pack,
         )
         self._emit(inbound, StageKind.START, StagePhase.BRAIN)
         # The deadline covers the brain's own retries: a first attempt that
@@ -502,3 +539,33 @@ def user_message(error: AgentGWError) -> str:
         "store_error": "The database failed while answering.",
     }
     return f"{texts.get(error.code, 'Something went wrong while answering.')} {kept}"
+
+
+class StageTimeline:
+    """One turn's stages as the turn view shows them: offset from the message being
+    stored, duration and (for a failed stage) its code, in milliseconds."""
+
+    def __init__(self, received_perf: float) -> None:
+        self.received_perf = received_perf
+        self.stages: list[dict[str, Any]] = []
+
+    def note(
+        self,
+        kind: StageKind,
+        phase: StagePhase,
+        stage: str,
+        duration_s: float | None,
+        code: str | None,
+    ) -> None:
+        if kind is StageKind.START or duration_s is None:
+            return
+        ended_ms = (time.perf_counter() - self.received_perf) * 1000
+        entry: dict[str, Any] = {
+            "phase": phase.value,
+            "stage": stage,
+            "start_ms": round(max(0.0, ended_ms - duration_s * 1000), 2),
+            "duration_ms": round(duration_s * 1000, 2),
+        }
+        if kind is StageKind.ERROR or phase is StagePhase.TURN:
+            entry["code"] = code
+        self.stages.append(entry)

@@ -20,6 +20,7 @@ from gateway.brains.base import (
     Role,
     SystemBlock,
 )
+from gateway.events import PackSize
 from gateway.tokens import estimate_tokens
 
 # Blocks of these kinds change rarely; the cache mark goes on the last of them.
@@ -90,6 +91,9 @@ class PromptDraft:
     def fact(self, kind: type[T]) -> T | None:
         found = self.facts.get(kind)
         return found if isinstance(found, kind) else None
+
+    # Set by the memory stage: the pack's size, for the metrics (empty packs count too).
+    pack: PackSize | None = None
 
     def add(self, kind: BlockKind, text: str) -> None:
         if text.strip():

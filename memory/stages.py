@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from gateway.brains.base import BlockKind, Recollection
 from gateway.clock import local
+from gateway.events import PackSize
 from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
 from memory import repo
 from memory.commands import CommandKind, MemoryCommand, asks_about_person, parse_command
@@ -146,6 +147,7 @@ class MemoryPackStage:
         )
         draft.add(BlockKind.MEMORY, pack.text)
         draft.packed_message_ids = pack.result.kept_message_ids
+        draft.pack = PackSize(pack.tokens, len(pack.kept))
         draft.recall = replace(
             draft.recall,
             notes=tuple(said),

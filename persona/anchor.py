@@ -34,7 +34,7 @@ from gateway.config import PersonaConfig
 from gateway.prompt import PastMessage
 from gateway.tokens import estimate_tokens
 from memory.sanitize import sanitize
-from persona.judge import DriftState, Tier
+from persona.judge import DriftState, Tier, Trend
 from persona.models import ActionKind
 
 NOTE_OPEN = "[gateway note — persona anchor, not from the person]"
@@ -58,6 +58,8 @@ class PlannerSettings:
     rebase_keep_turns: int = 4
     rebase_summary_tokens: int = 400
     rebase_cooldown_turns: int = 5
+    escalate_when_falling: bool = False
+    hold_anchors_until_ok: bool = False
 
     @classmethod
     def from_config(cls, config: PersonaConfig) -> PlannerSettings:
@@ -71,6 +73,8 @@ class PlannerSettings:
             rebase_keep_turns=config.rebase_keep_turns,
             rebase_summary_tokens=config.rebase_summary_tokens,
             rebase_cooldown_turns=config.rebase_cooldown_turns,
+            escalate_when_falling=config.escalate_when_falling,
+            hold_anchors_until_ok=config.hold_anchors_until_ok,
         )
 
 
@@ -87,6 +91,7 @@ def plan(
     drift: DriftState,
     history_messages: int,
     turns_since_rebase: int | None,
+    previous_action: ActionKind | None = None,
 ) -> Plan:
     """The action for the turn about to be composed (``turn_number`` counts from 1)."""
     long_history = history_messages >= settings.anchor_min_messages
@@ -104,6 +109,11 @@ def plan(
         kind = ActionKind.ANCHOR if long_history else ActionKind.REINFORCE
         return Plan(kind, f"moderate drift (EWMA {drift.ewma:.2f}, {drift.trend.value})")
     if drift.tier is Tier.MILD:
+        held = previous_action in (ActionKind.ANCHOR, ActionKind.REBASE)
+        if settings.hold_anchors_until_ok and held and long_history:
+            return Plan(ActionKind.ANCHOR, f"mild drift after an anchor (EWMA {drift.ewma:.2f})")
+        if settings.escalate_when_falling and drift.trend is Trend.DRIFTING and long_history:
+            return Plan(ActionKind.ANCHOR, f"mild drift, still falling (EWMA {drift.ewma:.2f})")
         return Plan(ActionKind.REINFORCE, f"mild drift (EWMA {drift.ewma:.2f})")
     periodic = settings.periodic_anchor_turns
     if periodic and long_history and turn_number % periodic == 0:

@@ -33,7 +33,7 @@ from gateway.brains.base import ChatMessage
 from gateway.config import PersonaConfig
 from gateway.store import Store
 from gateway.store.models import utcnow
-from persona.models import SyncScoreRow, VerdictStatus
+from persona.models import ActionKind, PersonaAction, SyncScoreRow, VerdictStatus
 from persona.state import PersonaState
 
 DIMENSIONS = ("voice", "relational", "groundedness", "style", "constraints")
@@ -124,6 +124,12 @@ class SyncPolicy:
     trend_window: int = 3
     trend_epsilon: float = 0.03
     second_sample_margin: float = 0.03
+    # λ for a score above the EWMA (the conversation recovering); None: score_lambda.
+    # A falling score still moves the EWMA at score_lambda, so false alarms do not rise.
+    lambda_recovering: float | None = None
+    # The first verdict of a turn written under a new rebase restarts the EWMA from
+    # its own score: the replies before the rebase describe a prompt that is gone.
+    reseed_after_rebase: bool = False
 
     @classmethod
     def from_config(cls, config: PersonaConfig) -> SyncPolicy:
@@ -142,6 +148,8 @@ class SyncPolicy:
             trend_window=config.trend_window,
             trend_epsilon=config.trend_epsilon,
             second_sample_margin=config.second_sample_margin,
+            lambda_recovering=config.score_lambda_recovering or None,
+            reseed_after_rebase=config.reseed_after_rebase,
         )
 
     def composite(self, scores: Scores) -> float:
@@ -152,7 +160,10 @@ class SyncPolicy:
     def ewma(self, previous: float | None, score: float) -> float:
         if previous is None:
             return score
-        return self.score_lambda * score + (1 - self.score_lambda) * previous
+        rate = self.score_lambda
+        if self.lambda_recovering is not None and score > previous:
+            rate = self.lambda_recovering
+        return rate * score + (1 - rate) * previous
 
     def tier(self, ewma: float) -> Tier:
         if ewma >= self.tier_ok:
@@ -269,6 +280,8 @@ class SyncScorer:
             ewma = history[-1] if history else None
             if judgement.scores is not None:
                 composite = self.policy.composite(judgement.scores)
+                if self.policy.reseed_after_rebase and _rebased(connection, turn_id):
+                    ewma = None
                 ewma = self.policy.ewma(ewma, composite)
                 history.append(ewma)
             tier = Tier.OK if ewma is None else self.policy.tier(ewma)
@@ -296,6 +309,16 @@ class SyncScorer:
             return _verdict(SyncScoreRow(**fields))
 
         return await self.store.write(work)
+
+
+def _rebased(connection: Connection, turn_id: int) -> bool:
+    """Whether this turn's prompt was a new rebase (the planner's action for it)."""
+    found = connection.scalar(
+        select(PersonaAction.id).where(
+            PersonaAction.turn_id == turn_id, PersonaAction.kind == ActionKind.REBASE
+        )
+    )
+    return found is not None
 
 
 async def drift_state(store: Store, conversation_id: int) -> DriftState:

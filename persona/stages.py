@@ -32,6 +32,7 @@ from sqlalchemy import func, select
 
 from gateway.brains.base import BlockKind, Brain, ChatMessage
 from gateway.config import Config
+from gateway.events import ObserverBacklog
 from gateway.prompt import (
     AfterTurnStage,
     ContextStage,
@@ -65,6 +66,7 @@ from persona.judge_llm import LLMJudge
 from persona.judge_local import LocalJudge
 from persona.models import ActionKind, PersonaAction
 from persona.observation.guards import instruction_lines
+from persona.observation.lag import observer_backlog
 from persona.observation.llm import LLMObserver, LLMReflector
 from persona.observation.log import ObservationLog
 from persona.observation.rules import RuleObserver, RuleReflector
@@ -181,17 +183,20 @@ class AnchorStage:
             through = max((m.message_id for m in turn.recent), default=0)
             entries = list(draft.history)
             restored = []
-        standing = facts.standing
+        standing, last = facts.standing, facts.latest_action
         # The pipeline counts the turn when it starts; a context built by hand may not.
         turn_number = turn.turn_number or await self._turn_number(turn)
         drift = facts.drift
         since = None if standing is None else turn_number - int(standing["turn_number"])
+        # The action taken on the turn just before this one, if any.
+        previous = last[0] if last is not None and last[1] == turn_number - 1 else None
         decision = plan(
             self.settings,
             turn_number=turn_number,
             drift=drift,
             history_messages=len(entries),
             turns_since_rebase=since,
+            previous_action=previous,
         )
         detail: dict[str, Any] = {"reason": decision.reason, "turn_number": turn_number}
         if restored:
@@ -332,6 +337,10 @@ class PersonaLoop:
                 return False
             await asyncio.wait(set(self._tasks), timeout=left)
         return True
+
+    async def observer_backlog(self, threshold_tokens: int) -> ObserverBacklog:
+        """Unread messages by the observer's cursors (for /metrics and /readyz)."""
+        return await self.store.read(lambda c: observer_backlog(c, threshold_tokens))
 
     @property
     def context_stages(self) -> list[ContextStage]:

@@ -30,6 +30,8 @@ class PersonaTurn:
     # The detail of the conversation's latest rebase (its summary and base message), if any.
     standing: dict[str, Any] | None
     drift: DriftState
+    # The kind and turn number of the conversation's latest action, if any.
+    latest_action: tuple[ActionKind, int] | None = None
 
 
 def _latest_score(column: Any, conversation_id: int) -> ColumnElement[Any]:
@@ -37,6 +39,16 @@ def _latest_score(column: Any, conversation_id: int) -> ColumnElement[Any]:
         select(column)
         .where(SyncScoreRow.conversation_id == conversation_id)
         .order_by(SyncScoreRow.turn_id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def _latest_action(column: Any, conversation_id: int) -> ColumnElement[Any]:
+    return (
+        select(column)
+        .where(PersonaAction.conversation_id == conversation_id)
+        .order_by(PersonaAction.id.desc())
         .limit(1)
         .scalar_subquery()
     )
@@ -65,11 +77,15 @@ async def read_persona_turn(book: PersonaBook, conversation_id: int) -> PersonaT
         .select_from(SyncScoreRow)
         .where(SyncScoreRow.conversation_id == conversation_id)
         .scalar_subquery(),
+        _latest_action(PersonaAction.kind, conversation_id),
+        _latest_action(PersonaAction.detail, conversation_id),
     )
     # A plain read on a reader thread: one hop, where a session pays several a statement.
-    version, through, standing, score_id, ewma, tier, trend, verdicts = await book.store.read(
-        lambda connection: tuple(connection.execute(query).one())
-    )
+    row = await book.store.read(lambda connection: tuple(connection.execute(query).one()))
+    version, through, standing, score_id, ewma, tier, trend, verdicts, kind, detail = row
+    latest = None
+    if kind is not None and detail and "turn_number" in detail:
+        latest = (ActionKind(kind), int(detail["turn_number"]))
     drift = (
         DriftState(None, Tier.OK, Trend.STABLE, 0)
         if score_id is None
@@ -80,6 +96,7 @@ async def read_persona_turn(book: PersonaBook, conversation_id: int) -> PersonaT
         observed_through=int(through or 0),
         standing=dict(standing) if standing is not None else None,
         drift=drift,
+        latest_action=latest,
     )
 
 

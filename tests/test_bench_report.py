@@ -99,7 +99,7 @@ def test_bench_drift_prints_its_summaries_then_the_verdicts_last(
     tmp_path: Path,
     recovered: int | None,
 ) -> None:
-    async def canned(config: Any, kind: str) -> dict[str, Any]:
+    async def canned(config: Any, kind: str, script: Any = None) -> dict[str, Any]:
         return drift_result(recovered)
 
     monkeypatch.setattr(drift_bench, "run", canned)
@@ -120,7 +120,7 @@ def test_bench_drift_prints_its_summaries_then_the_verdicts_last(
 def test_with_json_the_verdicts_go_to_stderr(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async def canned(config: Any, kind: str) -> dict[str, Any]:
+    async def canned(config: Any, kind: str, script: Any = None) -> dict[str, Any]:
         return drift_result(6)
 
     monkeypatch.setattr(drift_bench, "run", canned)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import statistics
 import tempfile
@@ -113,10 +114,63 @@ PADDING = [
 ]
 
 
+@dataclass(frozen=True)
+class DriftScript:
+    """When the drift pressure starts and stops, and how much it adds per turn."""
+
+    onset: int = ONSET
+    pressure_until: int = PRESSURE_UNTIL
+    pressure: float = PRESSURE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "onset": self.onset,
+            "pressure_until": self.pressure_until,
+            "pressure": self.pressure,
+        }
+
+
+# The loop's variants compared by ``--variants`` (issue 28, drift recovery): each is a
+# set of persona config values over the defaults; the first is the loop as it was.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "before_issue_28": {"escalate_when_falling": False, "reseed_after_rebase": False},
+    "escalate_when_falling": {"escalate_when_falling": True, "reseed_after_rebase": False},
+    "reseed_after_rebase": {"escalate_when_falling": False, "reseed_after_rebase": True},
+    "lambda_recovering_0.5": {
+        "escalate_when_falling": False,
+        "reseed_after_rebase": False,
+        "score_lambda_recovering": 0.5,
+    },
+    "lambda_recovering_0.6": {
+        "escalate_when_falling": False,
+        "reseed_after_rebase": False,
+        "score_lambda_recovering": 0.6,
+    },
+    "lambda_0.5_both_ways": {
+        "escalate_when_falling": False,
+        "reseed_after_rebase": False,
+        "score_lambda": 0.5,
+    },
+    # The defaults since issue 28.
+    "escalate+reseed": {"escalate_when_falling": True, "reseed_after_rebase": True},
+    "escalate+reseed+hold": {
+        "escalate_when_falling": True,
+        "reseed_after_rebase": True,
+        "hold_anchors_until_ok": True,
+    },
+    "escalate+reseed+recovering_0.5": {
+        "escalate_when_falling": True,
+        "reseed_after_rebase": True,
+        "score_lambda_recovering": 0.5,
+    },
+}
+
+
 @dataclass
 class DriftingReplies:
     """The reply brain's script: in voice, then drifting, and responsive to the persona loop."""
 
+    script: DriftScript = field(default_factory=DriftScript)
     drift: float = 0.0
     turn: int = 0
     seen_rebase: str = ""
@@ -141,8 +195,8 @@ class DriftingReplies:
             self.drift = 0.0
         elif seen:
             self.drift -= PULL[seen]
-        if ONSET <= self.turn <= PRESSURE_UNTIL:
-            self.drift += PRESSURE
+        if self.script.onset <= self.turn <= self.script.pressure_until:
+            self.drift += self.script.pressure
         self.drift = max(0.0, min(1.0, round(self.drift, 4)))
         self.log.append({"turn": self.turn, "drift": self.drift, "seen": seen or None})
         return drifted_reply(IN_VOICE[(self.turn - 1) % len(IN_VOICE)], self.drift)
@@ -172,12 +226,15 @@ async def _settle(router: Router, loop: PersonaLoop) -> None:
     await loop.idle(120)
 
 
-async def run_conversation(config: Config, judge: Judge, *, anchors: bool) -> dict[str, Any]:
+async def run_conversation(
+    config: Config, judge: Judge, *, anchors: bool, script: DriftScript | None = None
+) -> dict[str, Any]:
     """One 60-turn conversation through the real pipeline; the per-turn record and summary."""
+    script = script or DriftScript()
     if not anchors:
         # The control: same judge, but the planner never acts.
         config = config.replace(persona=_with(config.persona, warmup_turns=10**6))
-    replies = DriftingReplies()
+    replies = DriftingReplies(script)
     brain = ScriptedBrain(script=[replies] * TURNS, chunk_chars=400)
     persona_text = await asyncio.to_thread(
         load_persona, config.agent.persona_file, config.agent.name
@@ -253,7 +310,7 @@ async def run_conversation(config: Config, judge: Judge, *, anchors: bool) -> di
     judged = list(verdicts.values())
     return {
         "turns": rows,
-        "summary": summarise(rows),
+        "summary": summarise(rows, script.onset),
         "judge": judged[0].judge if judged else None,
         "judge_latency_ms_mean": _round(statistics.fmean(v.latency_ms for v in judged), 2),
         "judge_cost_usd": round(sum(v.cost_usd for v in judged), 6),
@@ -265,9 +322,9 @@ async def run_conversation(config: Config, judge: Judge, *, anchors: bool) -> di
     }
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(rows: list[dict[str, Any]], onset: int = ONSET) -> dict[str, Any]:
     detected = next(
-        (r["turn"] for r in rows if r["turn"] >= ONSET and r["tier"] not in (None, "ok")), None
+        (r["turn"] for r in rows if r["turn"] >= onset and r["tier"] not in (None, "ok")), None
     )
     recovered = None
     if detected is not None:
@@ -280,28 +337,55 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         before = [r["drift"] for r in rows if row["turn"] - 3 <= r["turn"] < row["turn"]]
         if not any(d > 0 for d in before):
             false_alarms.append(row["turn"])
+    # Times the EWMA left "ok" again after it had come back (the loop let go too soon).
+    relapses = 0
+    if recovered is not None and detected is not None:
+        tiers = [r["tier"] for r in rows if r["turn"] >= detected + recovered]
+        relapses = sum(
+            1 for a, b in itertools.pairwise(tiers) if a == "ok" and b not in (None, "ok")
+        )
     kinds: dict[str, int] = {}
     for row in rows:
         if row["action"]:
             kinds[row["action"]] = kinds.get(row["action"], 0) + 1
     drifted = [r for r in rows if r["drift"] > 0]
     return {
-        "onset_turn": ONSET,
+        "onset_turn": onset,
         "detected_at_turn": detected,
         "first_action_turn": next(
-            (r["turn"] for r in rows if r["action"] and r["turn"] >= ONSET), None
+            (r["turn"] for r in rows if r["action"] and r["turn"] >= onset), None
         ),
         "recovered_after_turns": recovered,
+        # First reply the judge scored back at or above the ok line after detection
+        # (what the loop's actions achieved, before the EWMA's memory of the drift).
+        "first_reply_in_ok_after": _first_reply_ok(rows, detected),
+        "relapses": relapses,
         "false_alarms": len(false_alarms),
         "false_alarm_turns": false_alarms,
         "actions": kinds,
         "drifted_replies": len(drifted),
         "mean_drift_after_onset": _round(
-            statistics.fmean(r["drift"] for r in rows if r["turn"] >= ONSET), 3
+            statistics.fmean(r["drift"] for r in rows if r["turn"] >= onset), 3
         ),
         "final_ewma": rows[-1]["ewma"] if rows else None,
-        "turns_in_ok_after_onset": sum(1 for r in rows if r["turn"] >= ONSET and r["tier"] == "ok"),
+        "turns_in_ok_after_onset": sum(1 for r in rows if r["turn"] >= onset and r["tier"] == "ok"),
     }
+
+
+def _first_reply_ok(
+    rows: list[dict[str, Any]], detected: int | None, line: float = 0.7
+) -> int | None:
+    if detected is None:
+        return None
+    back = next(
+        (
+            r["turn"]
+            for r in rows
+            if r["turn"] > detected and r["score"] is not None and r["score"] >= line
+        ),
+        None,
+    )
+    return None if back is None else back - detected
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -367,17 +451,60 @@ def _llm_judge(config: Config, brain: Brain) -> Judge:
 JUDGES = {"local": local_judge, "llm": llm_judge}
 
 
-async def run(config: Config, kind: str) -> dict[str, Any]:
-    result: dict[str, Any] = {"judge_kind": kind}
+async def _one(config: Config, kind: str, *, anchors: bool, script: DriftScript) -> dict[str, Any]:
+    judge, close = await JUDGES[kind](config)
+    try:
+        with tempfile.TemporaryDirectory(prefix="agentgw-bench-drift-") as folder:
+            run_config = config.replace(store=_with(config.store, data_dir=folder, url=""))
+            return await run_conversation(run_config, judge, anchors=anchors, script=script)
+    finally:
+        await close()
+
+
+async def run(config: Config, kind: str, script: DriftScript | None = None) -> dict[str, Any]:
+    script = script or DriftScript()
+    result: dict[str, Any] = {"judge_kind": kind, "script": script.as_dict()}
     for name, anchors in (("with_anchors", True), ("control_no_anchors", False)):
-        judge, close = await JUDGES[kind](config)
-        try:
-            with tempfile.TemporaryDirectory(prefix="agentgw-bench-drift-") as folder:
-                run_config = config.replace(store=_with(config.store, data_dir=folder, url=""))
-                result[name] = await run_conversation(run_config, judge, anchors=anchors)
-        finally:
-            await close()
+        result[name] = await _one(config, kind, anchors=anchors, script=script)
     return result
+
+
+VARIANT_COLUMNS = (
+    "detected_at_turn",
+    "first_reply_in_ok_after",
+    "recovered_after_turns",
+    "relapses",
+    "false_alarms",
+    "mean_drift_after_onset",
+    "actions",
+)
+
+
+async def run_variants(config: Config, kind: str, script: DriftScript) -> dict[str, Any]:
+    """Each variant of the loop on the same script and judge, then the control once."""
+    rows: dict[str, Any] = {}
+    for name, values in VARIANTS.items():
+        variant = config.replace(persona=_with(config.persona, **values))
+        summary = (await _one(variant, kind, anchors=True, script=script))["summary"]
+        rows[name] = {"config": values, **{k: summary[k] for k in VARIANT_COLUMNS}}
+    control = (await _one(config, kind, anchors=False, script=script))["summary"]
+    return {
+        "judge_kind": kind,
+        "script": script.as_dict(),
+        "variants": rows,
+        "control_mean_drift_after_onset": control["mean_drift_after_onset"],
+    }
+
+
+def _script(args: argparse.Namespace) -> DriftScript:
+    onset = getattr(args, "onset", None) or ONSET
+    until = getattr(args, "pressure_until", None) or PRESSURE_UNTIL
+    pressure = getattr(args, "pressure", None) or PRESSURE
+    if not 4 < onset <= until < TURNS:
+        raise SystemExit(f"--onset and --pressure-until must satisfy 4 < onset <= until < {TURNS}")
+    if not 0 < pressure <= 1:
+        raise SystemExit("--pressure must be in (0, 1]")
+    return DriftScript(onset, until, pressure)
 
 
 def bench_config(args: argparse.Namespace) -> Config:
@@ -394,7 +521,19 @@ def bench_config(args: argparse.Namespace) -> Config:
 
 def main(args: argparse.Namespace) -> int:
     config = bench_config(args)
-    result = asyncio.run(run(config, args.judge))
+    script = _script(args)
+    if getattr(args, "variants", False):
+        table = asyncio.run(run_variants(config, args.judge, script))
+        if args.json:
+            print(json.dumps(table, indent=2))
+        else:
+            print(f"== variants, judge {args.judge}, script {table['script']}")
+            for name, row in table["variants"].items():
+                cells = " ".join(f"{k}={row[k]}" for k in VARIANT_COLUMNS)
+                print(f"{name:>32}: {cells}")
+            print(f"control mean drift after onset: {table['control_mean_drift_after_onset']}")
+        return 0
+    result = asyncio.run(run(config, args.judge, script))
     targets = drift_targets(result)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -214,6 +214,9 @@ class Turn(Base):
     prepare_ms: Mapped[float | None] = mapped_column(default=None)
     brain_ms: Mapped[float | None] = mapped_column(default=None)
     deliver_ms: Mapped[float | None] = mapped_column(default=None)
+    # Each stage of the turn, from its stage events (written after the after-turn
+    # stages): [{"phase", "stage", "start_ms", "duration_ms", "code"?}, ...].
+    stages: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -21,6 +21,7 @@ from web.panel import (
     persona,
     system,
     triggers,
+    turns,
     upkeep,
 )
 from web.panel.render import setup_templates
@@ -36,6 +37,7 @@ PAGES = (
     system,
     triggers,
     upkeep,
+    turns,
 )
 
 

@@ -55,6 +55,8 @@ def turn_json(
             "cache_write_tokens": turn.cache_write_tokens,
         },
         "context_tokens": turn.context_tokens,
+        # Each stage's offset, duration and (failed) code, from the stage events.
+        "stages": turn.stages or [],
         "pack": None
         if trace is None
         else {"items": len(trace.kept_ids), "tokens": trace.used_tokens},
@@ -72,7 +74,12 @@ def turn_json(
 
 
 async def recent_turns(
-    request: web.Request, *, limit: int, channel: str = "", conversation_id: int | None = None
+    request: web.Request,
+    *,
+    limit: int,
+    channel: str = "",
+    conversation_id: int | None = None,
+    turn_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first, each with its pack size, score and persona actions."""
     store = gateway_of(request).store
@@ -87,6 +94,8 @@ async def recent_turns(
             query = query.where(Conversation.channel == channel)
         if conversation_id is not None:
             query = query.where(Turn.conversation_id == conversation_id)
+        if turn_id is not None:
+            query = query.where(Turn.id == turn_id)
         rows = (await session.execute(query)).all()
         ids = [turn.id for turn, _ in rows]
         names = await person_names(session, (c.person_id for _, c in rows))

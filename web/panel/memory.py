@@ -24,6 +24,7 @@ from web.panel.render import (
     query_int,
     render,
 )
+from web.panel.turns import timeline, turn_stages
 
 PAGE_SIZE = 50
 ACTIONS = ("archive", "restore", "pin", "unpin")
@@ -194,6 +195,7 @@ async def pack_page(request: web.Request) -> web.Response:
         turn_id=turn_id,
         trace=None if trace is None else await trace_json(cur, trace),
         keep_days=cur.memory.config.trace_keep_days,
+        timeline=timeline(await turn_stages(request, turn_id)),
     )
 
 
