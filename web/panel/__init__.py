@@ -13,6 +13,7 @@ from aiohttp import web
 
 from web.panel import (
     conversations,
+    cost,
     drift,
     lessons,
     memory,
@@ -34,6 +35,7 @@ PAGES = (
     conversations,
     system,
     triggers,
+    cost,
 )
 
 
