@@ -170,7 +170,8 @@ class MemoryPackStage:
         )
 
     def mode(self, turn: TurnContext) -> BudgetMode:
-        return BudgetMode.NORMAL if self.budget is None else self.budget.mode_at(turn.received_at)
+        # The budget's own clock (the month it counts in), not the message's time.
+        return BudgetMode.NORMAL if self.budget is None else self.budget.current()
 
     async def held(self, turn: TurnContext) -> tuple[Recollection, ...]:
         """What memory holds for the person, newest first, this conversation included
