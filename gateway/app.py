@@ -24,6 +24,7 @@ from gateway.context import (
     RecentHistoryStage,
     load_persona,
 )
+from gateway.costs import CostMeter
 from gateway.errors import AgentGWError, DatabaseInUse
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes, apply_config_links
@@ -56,6 +57,7 @@ from voice.files import AudioFiles
 from voice.service import VoiceService
 from web import guard
 from web.panel import add_panel_routes
+from web.panel.cost import COSTS
 from web.panel.render import TEMPLATES
 from web.voice_api import VOICE_ENDPOINT, VoiceEndpoint, add_voice_routes
 
@@ -175,6 +177,11 @@ def create_app(
             links = LinkCodes(store, config.links)
             hub = ConversationHub()
             hub.subscribe_stages(app[METRICS].observe)
+            # Budget-aware memory (issue 22): each turn's cost stored, the month's mode
+            # read by the pack, the observer and the judge.
+            costs = app[COSTS] = await CostMeter.start(store, config, on_cost=app[METRICS].add_cost)
+            parts.push_async_callback(costs.aclose)
+            hub.subscribe_stages(costs.observe)
             # Each person's time zone: their own once a page reported it, else agent.timezone.
             zones = PersonZones(store, config.zone)
             # Read once: the prompt, Telegram's /start and the panel all use this text.
@@ -326,6 +333,7 @@ async def _warm_up(
                 config.memory.history_tokens,
                 agent_name=config.agent.name,
                 about_person_items=config.memory.about_person_items,
+                budget=app[COSTS].state,
             )
             memory_after = [MemoryIngestStage(service, memory_pack)]
             # The upkeep calendar: a catch-up now, in the background, then on its heartbeat.
@@ -353,6 +361,7 @@ async def _warm_up(
             zones=gateway.zones,
             # The local judge compares replies with the exemplars in the same vectors.
             embedder=memory.embedder if memory is not None else None,
+            budget=app[COSTS].state,
         )
         # Lessons from corrections (issue 22): in every prompt's cached prefix, learned after.
         lessons = (

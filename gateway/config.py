@@ -41,6 +41,7 @@ from gateway.config_bounds import (
     check_value,
 )
 from gateway.errors import ConfigError
+from gateway.prices import DEFAULT_PRICES, Prices, check_prices
 
 BrainKind = Literal["auto", "claude", "openai", "offline", "scripted"]
 ENV_PREFIX = "AGENTGW_"
@@ -639,6 +640,21 @@ class UpkeepConfig:
     runs_kept: PositiveInt = 200
 
 
+class BudgetConfig:
+    # Budget-aware memory (issue 22): USD a calendar month (agent.timezone); 0: no budget.
+    monthly_usd: NonNegativeFloat = 0.0
+    # From this share of monthly_usd spent: the pack halves, no dense search, observer
+    # and judge without a model; past the whole budget the pack is over_pack_tokens.
+    tight_share: Rate = 0.8
+    over_pack_tokens: PositiveInt = 250
+    # Strength a packed but ignored memory loses in the tight modes (else it gains
+    # memory.reinforce_unused).
+    tight_fizzle: NonNegativeFloat = 0.25
+    # USD per million tokens by model name (the longest prefix matches): input, output,
+    # cache_read, cache_write. Replaces the default table whole when given.
+    prices: Prices = field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
+
+
 @dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
@@ -661,6 +677,7 @@ class Config:
     triggers: TriggersConfig = field(default_factory=TriggersConfig)
     upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
     upkeep_jobs: UpkeepJobsConfig = field(default_factory=UpkeepJobsConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)
@@ -957,6 +974,8 @@ def _coerce(key: str, annotation: Any, value: Any) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a table, [{key}] in the config file")
         return _build_section(key, annotation, value, {})
+    if annotation == Prices:
+        return check_prices(key, value)
     if origin in (types.UnionType, typing.Union):
         raise ConfigError(f"{key}: unsupported type")  # no optional keys: defaults say it
     if annotation is bool:

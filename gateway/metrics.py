@@ -93,9 +93,19 @@ class GatewayMetrics:
             buckets=PACK_ITEM_BUCKETS,
             registry=self.registry,
         )
+        self.cost = Counter(
+            "agentgw_cost_usd",
+            "What the turns' model tokens cost in USD, priced by budget.prices, by model.",
+            ["model"],
+            registry=self.registry,
+        )
         self.live = LiveCollector(live)
         self.registry.register(self.live)
         self.upkeep = UpkeepMetrics(self.registry)
+
+    def add_cost(self, model: str, usd: float) -> None:
+        """One turn's cost (from the cost meter, gateway/costs.py)."""
+        self.cost.labels(model).inc(usd)
 
     def observe(self, event: StageEvent) -> None:
         """A stage event from the hub (synchronous: it costs the turn no await)."""

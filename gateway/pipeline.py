@@ -46,6 +46,7 @@ from gateway.prompt import (
 )
 from gateway.store import MessageRole, Store
 from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_turn_values, start_turn
+from gateway.usage import metering
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,11 @@ class TurnPipeline:
         """
         address = inbound.address
         # Every log line inside the turn carries its ids (gateway/events.py).
-        with in_turn(LogIds(inbound.turn_id, address.conversation_id, address.person_id)):
+        # ... and its embedding calls and database time are counted (gateway/usage.py).
+        with (
+            in_turn(LogIds(inbound.turn_id, address.conversation_id, address.person_id)),
+            metering(),
+        ):
             await self._run(inbound, received_perf, answered)
 
     def _emit(

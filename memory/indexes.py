@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gateway.heap import freeze_long_lived
+from gateway.usage import charge_embedding
 from memory import repo
 from memory.embed import Embedder
 from memory.errors import EmbeddingUnavailable, IndexUnavailable
@@ -319,7 +320,12 @@ class Indexes(ServiceState):
     async def _embed(self, texts: Sequence[str]) -> NDArray[np.float32] | None:
         if self._embeds is None or not texts:
             return None
-        return await self._embeds.embed(list(texts))
+        started = time.perf_counter()
+        try:
+            return await self._embeds.embed(list(texts))
+        finally:
+            # Counted for the turn it serves (none outside a turn): gateway/usage.py.
+            charge_embedding(len(texts), time.perf_counter() - started)
 
     async def speakers(self, person_id: int) -> set[str]:
         """The first names of who speaks in the person's conversations (loaded once)."""

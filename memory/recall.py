@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from gateway.clock import local, local_day
 from gateway.errors import StoreError
+from gateway.usage import charge_embedding
 from memory import repo
 from memory.index import PersonIndex
 from memory.models import MemoryTrace
@@ -54,6 +55,11 @@ class Recall(Writes):
         dense = self.dense_for(request.person_id)
         if not dense:
             self._embed_next(request.person_id)
+        # A tight budget skips the query's embedding and the ANN search (gateway/budget.py).
+        dense = dense and request.dense
+        settings = self.settings
+        if request.budget_tokens is not None:
+            settings = replace(settings, budget_tokens=request.budget_tokens)
         index = await self.index(request.person_id)
         lexical = await self.lexical(request.person_id)
 
@@ -116,7 +122,7 @@ class Recall(Writes):
             timings["candidates_ms"] = (time.perf_counter() - started) * 1000
             return select(
                 list(candidates.values()),
-                replace(self.settings, zone=zone),
+                replace(settings, zone=zone),
                 query=request.text,
                 now=request.at,
                 window=window,
@@ -139,7 +145,7 @@ class Recall(Writes):
                     turn_id=request.turn_id,
                     person_id=request.person_id,
                     query=request.text,
-                    budget_tokens=self.settings.budget_tokens,
+                    budget_tokens=settings.budget_tokens,
                     used_tokens=result.tokens,
                     time_window=None if window is None else window.as_dict(),
                     kept_ids=list(result.kept),
@@ -147,7 +153,8 @@ class Recall(Writes):
                     notes={
                         "dense": dense,
                         # Searched without vectors while theirs are redone.
-                        "reembedding": self.dense and not dense,
+                        "reembedding": self.dense and not self.dense_for(request.person_id),
+                        "budget_mode": request.budget_mode,
                         "searched": searched,
                         "notes": list(request.notes),
                         "found": found["items"],
@@ -177,7 +184,9 @@ class Recall(Writes):
         if getattr(embedder, "query_runtime", "") == "onnx":
 
             def embed_and_search() -> tuple[NDArray[np.float32], list[tuple[int, float]]]:
+                embedding = time.perf_counter()
                 vector = embedder.embed([searched])[0]
+                charge_embedding(1, time.perf_counter() - embedding)
                 timings["embed_ms"] = (time.perf_counter() - started) * 1000
                 return vector, index.search(vector, n) if index is not None else []
 

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from gateway.brains.base import BlockKind, Recollection
+from gateway.budget import BudgetMode, BudgetState
 from gateway.clock import local
 from gateway.events import PackSize
 from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
@@ -111,6 +112,8 @@ class MemoryPackStage:
     # Awaited with (person, conversation, message) before each pack: the session
     # flush (gateway/sessions.py) extracts a new session's backlog there first.
     before_pack: Callable[[int, int, int], Awaitable[None]] | None = None
+    # The monthly budget's mode (gateway/budget.py): read at each turn; None: no budget.
+    budget: BudgetState | None = None
     _names: dict[int, str] = field(default_factory=dict)
 
     @property
@@ -135,6 +138,10 @@ class MemoryPackStage:
             notes.append(note)
             said.append(told)
             draft.add(BlockKind.GUIDANCE, guidance)
+        mode = self.mode(turn)
+        budget_tokens = self.service.settings.budget_tokens
+        if self.budget is not None:
+            budget_tokens = self.budget.pack_tokens(mode, budget_tokens)
         pack = await self.service.build_pack(
             PackRequest(
                 person_id=turn.person_id,
@@ -143,6 +150,9 @@ class MemoryPackStage:
                 turn_id=turn.turn_id,
                 exclude_message_ids=draft.window_ids | {turn.message_id},
                 notes=tuple(notes),
+                budget_tokens=budget_tokens,
+                dense=BudgetState.dense(mode),
+                budget_mode=mode.value,
             )
         )
         draft.add(BlockKind.MEMORY, pack.text)
@@ -154,6 +164,10 @@ class MemoryPackStage:
             items=pack.result.recollections,
             about_person=await self.held(turn) if asks_about_person(turn.text) else None,
         )
+
+    def mode(self, turn: TurnContext) -> BudgetMode:
+        # The budget's own clock (the month it counts in), not the message's time.
+        return BudgetMode.NORMAL if self.budget is None else self.budget.current()
 
     async def held(self, turn: TurnContext) -> tuple[Recollection, ...]:
         """What memory holds for the person, newest first, this conversation included
@@ -259,12 +273,17 @@ class MemoryIngestStage:
         await self.service.ingest([e for e in episodes if e.source_ref not in known])
         if outcome.reply_text:
             # The person's words still refer to items; the notice used none of them.
+            # A tight budget makes a packed but ignored memory lose strength: it cost
+            # tokens and gave nothing, so it should make the cut less often.
+            budget = self.pack_stage.budget
+            tight = budget is not None and self.pack_stage.mode(turn) is not BudgetMode.NORMAL
             result = await self.service.reinforce(
                 turn.turn_id,
                 turn.person_id,
                 turn.text,
                 reply or "",
                 outcome.reply_at or turn.received_at,
+                fizzle=-budget.tight_fizzle if budget is not None and tight else None,
             )
             log.debug(
                 "turn %d: memory used %s, referred %s, unused %d",

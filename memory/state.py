@@ -69,6 +69,10 @@ class PackRequest:
     exclude_message_ids: frozenset[int] = frozenset()
     # Lines shown first inside the pack (what was just remembered or forgotten).
     notes: tuple[str, ...] = ()
+    # The budget's mode (gateway/budget.py): a smaller pack, no dense search.
+    budget_tokens: int | None = None
+    dense: bool = True
+    budget_mode: str = "normal"
 
 
 @dataclass(frozen=True)

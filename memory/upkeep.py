@@ -29,14 +29,23 @@ log = logging.getLogger("memory.service")
 
 class Upkeep(Recall):
     async def reinforce(
-        self, turn_id: int, person_id: int, user_text: str, reply_text: str, at: datetime
+        self,
+        turn_id: int,
+        person_id: int,
+        user_text: str,
+        reply_text: str,
+        at: datetime,
+        *,
+        fizzle: float | None = None,
     ) -> Reinforced:
         """Echo for items the person referred to or the reply used; fizzle for the rest."""
         await self.traces_saved(turn_id)
         kept_ids = await repo.kept_ids_for_turn(self.store, turn_id)
         if not kept_ids:
             return Reinforced()
-        return await self.reinforce_items(kept_ids, person_id, user_text, reply_text, at)
+        return await self.reinforce_items(
+            kept_ids, person_id, user_text, reply_text, at, fizzle=fizzle
+        )
 
     async def reinforce_items(
         self,
@@ -45,8 +54,14 @@ class Upkeep(Recall):
         user_text: str,
         reply_text: str,
         at: datetime,
+        *,
+        fizzle: float | None = None,
     ) -> Reinforced:
-        """Reinforce the items a pack held, by what the message and the reply did with them."""
+        """Reinforce the items a pack held, by what the message and the reply did with them.
+
+        ``fizzle``: the strength change of an item nobody used (default
+        ``reinforce_unused``; negative while the budget is tight, gateway/budget.py)."""
+        unused_change = self.decay.reinforce_unused if fizzle is None else fizzle
         items = await repo.get_items(self.store, kept_ids)
         threshold = self.config.use_overlap
         used, referred, unused, revived = [], [], [], []
@@ -60,7 +75,7 @@ class Upkeep(Recall):
                 changes.append(Reinforcement(item.id, self.decay.reinforce_used, True))
             else:
                 unused.append(item.id)
-                changes.append(Reinforcement(item.id, self.decay.reinforce_unused, False))
+                changes.append(Reinforcement(item.id, unused_change, False))
                 continue
             if item.tier is Tier.ARCHIVED:
                 revived.append(item.id)

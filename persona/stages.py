@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from gateway.brains.base import BlockKind, Brain, ChatMessage
+from gateway.budget import BudgetState
 from gateway.config import Config
 from gateway.events import ObserverBacklog
 from gateway.prompt import (
@@ -54,6 +55,7 @@ from persona.anchor import (
     place_anchors,
     plan,
 )
+from persona.budgeted import BudgetedJudge, BudgetedObserver, BudgetedReflector
 from persona.judge import (
     Judge,
     JudgeInput,
@@ -536,6 +538,7 @@ def build_persona_loop(
     sink: ObservationSink | None = None,
     judge: Judge | None = None,
     zones: PersonZones | None = None,
+    budget: BudgetState | None = None,
 ) -> PersonaLoop:
     """Everything of the persona loop; ``judge`` replaces the configured one (tests, benches)."""
     persona = config.persona
@@ -551,6 +554,13 @@ def build_persona_loop(
     log_ = ObservationLog(store, sink, zones=zones)
     sync_policy = SyncPolicy.from_config(persona)
     the_judge = judge if judge is not None else choose_judge(config, brain, embedder, sync_policy)
+    if budget is not None and budget.monthly_usd > 0:
+        # A tight month: the no-model judge (persona/budgeted.py).
+        the_judge = BudgetedJudge(
+            the_judge,
+            LocalJudge(embedder, load_exemplars(config.persona.exemplars_file)),
+            budget,
+        )
     planner = PlannerSettings.from_config(persona)
     seed_contract = book.seed.render_contract()
     fixed_instructions = instruction_lines(persona_text, seed_contract)
@@ -559,6 +569,9 @@ def build_persona_loop(
         return fixed_instructions
 
     observer, reflector = choose_observer(config, brain, fixed_instructions)
+    if budget is not None and budget.monthly_usd > 0:
+        observer = BudgetedObserver(observer, RuleObserver(fixed_instructions), budget)
+        reflector = BudgetedReflector(reflector, RuleReflector(), budget)
     observe_pass = ObservePass(
         store,
         log_,

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from gateway.errors import StoreError
+from gateway.usage import timed_db
 
 log = logging.getLogger(__name__)
 
@@ -257,8 +258,13 @@ class Store:
         if self._sessions is None:
             raise StoreError("store is not open")
         try:
-            async with self._writing(), self._sessions() as session, session.begin():
-                yield session
+            async with (
+                self._writing(),
+                self._sessions() as session,
+                session.begin(),
+            ):
+                with timed_db():
+                    yield session
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
 
@@ -286,7 +292,8 @@ class Store:
             raise StoreError("store is not open")
         try:
             async with self._reading(), self._sessions() as session, session.begin():
-                yield session
+                with timed_db():
+                    yield session
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
 
@@ -298,13 +305,15 @@ class Store:
         """
         async with self._writing():
             try:
-                if self._writer is not None and self._writer_engine is not None:
-                    loop = asyncio.get_running_loop()
-                    return await loop.run_in_executor(
-                        self._writer, _in_transaction, self._writer_engine, work
-                    )
-                async with self.engine.begin() as connection:
-                    return await connection.run_sync(work)
+                # The turn's database time (gateway/usage.py): the writer's wait is not in it.
+                with timed_db():
+                    if self._writer is not None and self._writer_engine is not None:
+                        loop = asyncio.get_running_loop()
+                        return await loop.run_in_executor(
+                            self._writer, _in_transaction, self._writer_engine, work
+                        )
+                    async with self.engine.begin() as connection:
+                        return await connection.run_sync(work)
             except SQLAlchemyError as exc:
                 raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
 
@@ -317,13 +326,14 @@ class Store:
         into Python objects off the event loop. It does not wait for the writers.
         """
         try:
-            if self._readers is not None and self._reader_engine is not None:
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(
-                    self._readers, _read_only, self._reader_engine, work
-                )
-            async with self.engine.connect() as connection:
-                return await connection.run_sync(work)
+            with timed_db():
+                if self._readers is not None and self._reader_engine is not None:
+                    loop = asyncio.get_running_loop()
+                    return await loop.run_in_executor(
+                        self._readers, _read_only, self._reader_engine, work
+                    )
+                async with self.engine.connect() as connection:
+                    return await connection.run_sync(work)
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
 

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from web.panel import (
     conversations,
+    cost,
     drift,
     lessons,
     memory,
@@ -38,6 +39,7 @@ PAGES = (
     triggers,
     upkeep,
     turns,
+    cost,
 )
 
 

@@ -39,6 +39,7 @@ NAV = (
     NavItem("/panel/system", "System"),
     NavItem("/panel/triggers", "Triggers"),
     NavItem("/panel/upkeep", "Upkeep"),
+    NavItem("/panel/cost", "Cost"),
 )
 
 

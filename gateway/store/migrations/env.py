@@ -8,6 +8,7 @@ from sqlalchemy import Connection, create_engine
 import memory.jobs.models  # the upkeep calendar's tables
 import memory.models  # noqa: F401  (memory tables on the same metadata)
 import persona.models  # noqa: F401  (persona tables on the same metadata)
+from gateway.store import cost_models as _costs  # noqa: F401  (turn costs, issue 22)
 from gateway.store.models import Base
 from memory.triggers import models as _triggers  # noqa: F401  (forward triggers, issue 22)
 
