@@ -640,6 +640,7 @@ class UpkeepConfig:
     runs_kept: PositiveInt = 200
 
 
+@dataclass(frozen=True)
 class BudgetConfig:
     # Budget-aware memory (issue 22): USD a calendar month (agent.timezone); 0: no budget.
     monthly_usd: NonNegativeFloat = 0.0
