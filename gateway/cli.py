@@ -431,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     from persona.lessons.cli import add_commands as add_lesson_commands
 
     add_lesson_commands(sub, with_config)
+    from memory.continuity.cli import add_commands as add_continuity_commands
+
+    add_continuity_commands(sub, with_config)
     return parser
 
 
