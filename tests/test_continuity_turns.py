@@ -9,6 +9,8 @@ decisions go in. Bad input is refused and changes nothing.
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -212,3 +214,35 @@ async def test_bad_input_is_refused_and_changes_nothing(harness: Harness) -> Non
     await harness.say(sam, "Let's focus on " + "the very long plan " * 30, T0)
     async with harness.store.reader() as s:
         assert await s.scalar(select(func.count()).select_from(FocusEntry)) == 0
+
+
+async def test_the_panel_api_refuses_bad_input_and_changes_nothing(
+    running: RunningGateway, brain: ScriptedBrain
+) -> None:
+    ws = await session(running, "focus-api-one")
+    brain.script = ["Hi."]
+    await say(ws, "Hello.", "a1")
+    await ws.close()
+    state = await (await running.session.get(running.url("/api/focus"))).json()
+    person = state["person"]
+    assert state["focus"]["focus"] is None
+    huge = json.dumps({"text": "x" * 10_000_000, "person_id": person}).encode()
+    for path in ("/api/focus", "/api/decisions"):
+        response = await running.session.post(
+            running.url(path), data=io.BytesIO(huge), headers={"Content-Type": "application/json"}
+        )
+        assert response.status == 413  # past the server's body limit, before any parsing
+        response = await running.session.post(
+            running.url(path), json={"text": "y" * 401, "person_id": person}
+        )
+        assert response.status == 400
+        assert "at most 400 characters" in (await response.json())["error"]["message"]
+        response = await running.session.post(
+            running.url(path), json={"text": "Use Postgres", "person_id": 999}
+        )
+        assert response.status == 404
+        assert "person 999 does not exist" in (await response.json())["error"]["message"]
+    response = await running.session.get(running.url("/api/focus?person=999"))
+    assert response.status == 404
+    after = await (await running.session.get(running.url("/api/focus"))).json()
+    assert after == state

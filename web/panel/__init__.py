@@ -14,6 +14,7 @@ from aiohttp import web
 from web.panel import (
     conversations,
     drift,
+    focus,
     lessons,
     memory,
     observations,
@@ -34,6 +35,7 @@ PAGES = (
     conversations,
     system,
     triggers,
+    focus,
 )
 
 

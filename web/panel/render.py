@@ -38,6 +38,7 @@ NAV = (
     NavItem("/panel/conversations", "Conversations"),
     NavItem("/panel/system", "System"),
     NavItem("/panel/triggers", "Triggers"),
+    NavItem("/panel/focus", "Focus"),
 )
 
 
