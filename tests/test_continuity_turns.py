@@ -29,6 +29,7 @@ from gateway.hub import ConversationHub
 from gateway.pipeline import PipelineSettings, TurnPipeline
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address, store_inbound
+from gateway.tokens import estimate_tokens
 from memory.continuity.book import DECISIONS_HEADER, FOCUS_HEADER, ContinuityBook
 from memory.continuity.models import Decision, FocusEntry, Origin
 from memory.continuity.stages import build_continuity
@@ -62,6 +63,13 @@ async def test_focus_said_in_chat_is_in_the_next_turns_cached_prefix(
     assert f"{FOCUS_HEADER} (set today" in block
     assert "The invoice export" in block
     assert in_cached_prefix(request, "The invoice export")
+    # The turn view lists the blocks that went in and their sizes.
+    turns = await (await running.session.get(running.url("/api/turns"))).json()
+    blocks = {b["stage"]: b["tokens"] for b in turns["turns"][0]["prompt_blocks"]}
+    focus_text = next(part for part in block.split("\n\n") if part.startswith(FOCUS_HEADER))
+    assert blocks["working-memory"] == estimate_tokens(focus_text)
+    assert "decisions" not in blocks
+    assert blocks["persona"] > 0
     await ws.close()
 
 

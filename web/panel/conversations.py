@@ -55,6 +55,12 @@ def turn_json(
             "cache_write_tokens": turn.cache_write_tokens,
         },
         "context_tokens": turn.context_tokens,
+        # Which stages' blocks went into the prompt, and their sizes (tokens).
+        "prompt_blocks": [
+            {"stage": k.removeprefix("stage:"), "tokens": v}
+            for k, v in (turn.context_tokens or {}).items()
+            if k.startswith("stage:")
+        ],
         "pack": None
         if trace is None
         else {"items": len(trace.kept_ids), "tokens": trace.used_tokens},
