@@ -12,11 +12,15 @@ from __future__ import annotations
 import io
 import json
 import time
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 from sqlalchemy import func, select
 
 from gateway.app import build_stages
@@ -254,3 +258,38 @@ async def test_the_panel_api_refuses_bad_input_and_changes_nothing(
     assert response.status == 404
     after = await (await running.session.get(running.url("/api/focus"))).json()
     assert after == state
+
+
+class TopicEmbedder:
+    """Vectors on two axes, databases and places, and a dimension of each text's own
+    (so two texts on neither axis are not alike): enough to tell subjects apart."""
+
+    AXES = (("postgres", "sqlite", "database", "mysql"), ("lisbon", "berlin", "offsite"))
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        rows = []
+        for text in texts:
+            low = text.lower()
+            row = np.zeros(2 + 64, dtype=np.float32)
+            row[:2] = [float(any(w in low for w in axis)) for axis in self.AXES]
+            row[2 + zlib.crc32(low.encode()) % 64] = 0.3
+            rows.append(row / np.linalg.norm(row))
+        return np.stack(rows)
+
+
+async def test_a_reversal_links_by_shared_words_or_similarity_never_to_another_subject(
+    harness: Harness,
+) -> None:
+    sam = await resolve_address(harness.store, "webchat", "sam")
+    book = harness.book
+    launch = await book.log_decision(sam.person_id, "The launch is in May", origin=Origin.CLI)
+    db = await book.log_decision(sam.person_id, "Use Postgres", origin=Origin.CLI)
+    place = await book.log_decision(sam.person_id, "The offsite is in Lisbon", origin=Origin.CLI)
+    # Shared content word ("launch"), another conversation: linked to that one.
+    assert await book.reversed_one(sam.person_id, "Move the launch to June") == launch.decision_id
+    # No shared word and no embedding model: not linked (the newest is no guess).
+    assert await book.reversed_one(sam.person_id, "SQLite") is None
+    similar = ContinuityBook(harness.store, book.config, TopicEmbedder())
+    assert await similar.reversed_one(sam.person_id, "SQLite") == db.decision_id
+    assert await similar.reversed_one(sam.person_id, "Berlin") == place.decision_id
+    assert await similar.reversed_one(sam.person_id, "Tea for breakfast") is None
