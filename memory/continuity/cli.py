@@ -59,7 +59,10 @@ def add_commands(
         "--tag", action="append", default=[], help="a tag (repeat for more; default: none)"
     )
     log.add_argument(
-        "--reverses", type=int, default=None, help="the id of the decision this one reverses"
+        "--reverses",
+        type=int,
+        default=None,
+        help="the id of the decision this one reverses (default: none)",
     )
     listed = command(decision_sub, "list", "list decisions, oldest first")
     listed.add_argument(
