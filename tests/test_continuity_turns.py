@@ -158,6 +158,10 @@ async def test_the_focus_fades_after_14_days_untouched_and_an_update_keeps_it(
     assert "Preparing for the Berlin marathon" in back
     assert "- update 2026-11-18: 30 km long run done" in back
     assert "last touched today" in back
+    # Not done with it: a word in common is not enough.
+    await harness.say(sam, "I ran into Bob at the marathon expo.", T0 + timedelta(days=17))
+    await harness.say(sam, "We finished the expo tour.", T0 + timedelta(days=17))
+    assert await harness.book.focus(sam.person_id, T0 + timedelta(days=17)) is not None
     # Done with it: cleared from the conversation.
     await harness.say(sam, "I ran the Berlin marathon yesterday!", T0 + timedelta(days=20))
     assert await harness.book.focus(sam.person_id, T0 + timedelta(days=20)) is None

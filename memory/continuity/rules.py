@@ -62,7 +62,8 @@ _FOCUS_DONE = re.compile(
     r"\b(?:(?:i\s*'?\s*m|i am|we\s*'?\s*re|we are)\s+(?:done|finished)\s+with"
     r"|(?:i\s*'?\s*m|i am|we\s*'?\s*re|we are)\s+no longer\s+"
     r"(?:working on|focusing on|preparing for)"
-    r"|(?:i|we)\s+(?:finished|completed|wrapped up|shipped|ran)"
+    r"|(?:i|we)\s+(?:finished|completed|wrapped up|shipped"
+    r"|ran(?!\s+(?:into|out|over|off|late|to)\b))"
     r"|stop\s+focusing\s+on)\s+(?P<x>.+)",
     re.IGNORECASE,
 )
@@ -362,3 +363,18 @@ def reverses(text: str) -> bool:
 
 def shared_words(a: str, b: str) -> set[str]:
     return content_words(a) & content_words(b)
+
+
+# The verbs a focus phrase starts with: no part of its subject.
+LEAD_VERBS = frozenset(
+    ["working", "preparing", "training", "studying", "debugging", "planning", "writing", "building"]
+)
+
+
+def ends_focus(done: str, focus: str) -> bool:
+    """ "done with X" ends the focus when X names at least half of the focus's subject
+    ("I ran the Berlin marathon" ends "Preparing for the Berlin marathon"; "I ran
+    into Bob at the marathon expo" is no "done", and "finished the expo" is not it)."""
+    subject = content_words(focus) - LEAD_VERBS
+    shared = content_words(done) & subject
+    return bool(shared) and 2 * len(shared) >= len(subject)

@@ -23,10 +23,10 @@ from memory.continuity.models import Origin
 from memory.continuity.rules import (
     content_words,
     decisions_of,
+    ends_focus,
     focus_done,
     focus_of,
     reverses,
-    shared_words,
     tags_of,
 )
 
@@ -81,7 +81,7 @@ class ContinuityListenStage:
         book, at = self.book, turn.received_at
         current = await book.focus(turn.person_id, at)
         done = focus_done(turn.text)
-        if done is not None and current is not None and shared_words(done.text, current.focus.text):
+        if done is not None and current is not None and ends_focus(done.text, current.focus.text):
             await book.clear_focus(
                 turn.person_id, origin=Origin.CHAT, source_message_id=turn.message_id, at=at
             )
