@@ -297,3 +297,20 @@ async def test_a_reversal_links_by_shared_words_or_similarity_never_to_another_s
     assert await similar.reversed_one(sam.person_id, "SQLite") == db.decision_id
     assert await similar.reversed_one(sam.person_id, "Berlin") == place.decision_id
     assert await similar.reversed_one(sam.person_id, "Tea for breakfast") is None
+
+
+async def test_instead_links_only_to_a_decision_said_just_before(harness: Harness) -> None:
+    sam = await resolve_address(harness.store, "webchat", "sam")
+    await harness.say(sam, "We decided the offsite is in Lisbon.", T0)
+    for n in range(3):
+        await harness.say(sam, f"Unrelated chat number {n}.", T0 + timedelta(minutes=n + 1))
+    await harness.say(sam, "Actually, let's go with SQLite instead.", T0 + timedelta(minutes=9))
+    await harness.say(sam, "We decided to use Postgres.", T0 + timedelta(minutes=10))
+    await harness.say(sam, "Hmm, let's go with MySQL instead.", T0 + timedelta(minutes=11))
+    logged = await harness.book.decisions(sam.person_id)
+    assert [(d.text, d.reverses_id) for d in logged] == [
+        ("The offsite is in Lisbon", None),
+        ("SQLite instead", None),
+        ("Use Postgres", None),
+        ("MySQL instead", logged[2].decision_id),
+    ]

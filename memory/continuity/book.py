@@ -39,6 +39,9 @@ DECISIONS_HEADER = (
     "asking about something again; a decision stands until a later one reverses it:"
 )
 MAX_TAGS = 8
+# "Just before": the newest decision's message is at most this many messages back in
+# the conversation (three exchanges), the one saying "instead" included.
+REVERSAL_RECENT_MESSAGES = 6
 _TAG = re.compile(r"^[\w-]{1,40}$")
 
 
@@ -342,9 +345,9 @@ class ContinuityBook:
         self, person_id: int, text: str, conversation_id: int | None = None
     ) -> int | None:
         """The decision a reversal of ``text`` reverses: the newest earlier one on the
-        same subject (shared content words, or embedding similarity), else the newest
-        one stated in the same conversation ("actually, SQLite instead" after "we decided
-        on Postgres" shares no word with it but follows it)."""
+        same subject (shared content words, or embedding similarity), else the person's
+        newest decision when it was said just before, in this conversation ("actually,
+        SQLite instead" right after "we decided on Postgres" shares no word with it)."""
         earlier = await self.decisions(person_id, last=50)
         open_ = [d for d in reversed(earlier) if d.reversed_by is None]
         if not open_:
@@ -359,19 +362,26 @@ class ContinuityBook:
             best = int(np.argmax(similarity))
             if float(similarity[best]) >= self.config.reversal_similarity:
                 return open_[best].decision_id
-        if conversation_id is not None:
-            ids = [d.source_message_id for d in open_ if d.source_message_id is not None]
+        newest = earlier[-1]
+        if (
+            conversation_id is not None
+            and newest.reversed_by is None
+            and newest.source_message_id is not None
+        ):
             async with self.store.reader() as session:
-                here = set(
-                    await session.scalars(
-                        select(Message.id).where(
-                            Message.id.in_(ids), Message.conversation_id == conversation_id
-                        )
+                said_in = await session.scalar(
+                    select(Message.conversation_id).where(Message.id == newest.source_message_id)
+                )
+                since = await session.scalar(
+                    select(func.count())
+                    .select_from(Message)
+                    .where(
+                        Message.conversation_id == conversation_id,
+                        Message.id > newest.source_message_id,
                     )
                 )
-            for past in open_:
-                if past.source_message_id in here:
-                    return past.decision_id
+            if said_in == conversation_id and (since or 0) <= REVERSAL_RECENT_MESSAGES:
+                return newest.decision_id
         return None
 
     async def log_decision(
