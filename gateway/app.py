@@ -39,6 +39,7 @@ from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
+from memory.continuity.stages import build_continuity
 from memory.embed import Embedder
 from memory.jobs.calendar import UpkeepCalendar
 from memory.jobs.metrics import run_calendar
@@ -375,6 +376,14 @@ async def _warm_up(
             if config.lessons.enabled
             else None
         )
+        # Working memory and decisions (issue 24): after the lessons in the cached prefix.
+        continuity = (
+            build_continuity(
+                config.continuity, store, memory.embedder if memory is not None else None
+            )
+            if config.continuity.enabled
+            else None
+        )
         # Forward triggers (issue 22): the Today block, the scan after the turn, and
         # the day's proactive message on the channels that ask for it.
         trigger_stages, trigger_after = _trigger_stages(gateway)
@@ -390,6 +399,7 @@ async def _warm_up(
                     persona=gateway.persona_text,
                 ),
                 *([lessons.context_stage] if lessons is not None else []),
+                *(continuity.context_stages if continuity is not None else []),
                 *trigger_stages,
                 *(persona_loop.context_stages if config.persona.enabled else []),
             ],
@@ -411,6 +421,7 @@ async def _warm_up(
                 *trigger_after,
                 *(persona_loop.after_stages if config.persona.enabled else []),
                 *([lessons.after_stage] if lessons is not None else []),
+                *([continuity.after_stage] if continuity is not None else []),
             ],
         )
         # Sessions (issue 21): a session's end writes its person's pending memory

@@ -156,6 +156,18 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         shown = {True: "on", False: "off"}.get(action.default, "%(default)s")
         return f"{text} (default: {shown})"
 
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        # argparse measures subcommands at their parent's indent but prints them one
+        # level deeper: the longest name ("working-memory") would wrap its help line.
+        if action.help is not argparse.SUPPRESS and isinstance(action, argparse._SubParsersAction):
+            longest = max(
+                (len(self._format_action_invocation(a)) for a in action._get_subactions()),
+                default=0,
+            )
+            deeper = longest + self._current_indent + self._indent_increment
+            self._action_max_length = max(self._action_max_length, deeper)
+
 
 class Parser(argparse.ArgumentParser):
     """The ``agentgw`` parser; subcommand parsers are made of this class too."""
@@ -452,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memory.cli import add_commands as add_memory_commands
 
     add_memory_commands(sub, with_config)
+    from memory.continuity.cli import add_commands as add_continuity_commands
+
+    add_continuity_commands(sub, with_config)
     return parser
 
 

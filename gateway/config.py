@@ -657,6 +657,28 @@ class BudgetConfig:
 
 
 @dataclass(frozen=True)
+class ContinuityConfig:
+    """Working memory and the decision log (issue 24): memory/continuity/."""
+
+    enabled: bool = True
+    # A focus not set or updated for this many days fades: the prompt no longer carries it.
+    focus_fade_days: PositiveFloat = 14.0
+    # Tokens of the focus block in the prompt's cached prefix (its newest updates first).
+    focus_budget_tokens: PositiveInt = 150
+    # Updates of the focus shown under it in the prompt, newest first.
+    focus_updates_in_prompt: PositiveInt = 3
+    # The newest decisions in the prompt's cached prefix, within their own token budget.
+    decisions_in_prompt: PositiveInt = 10
+    decisions_budget_tokens: PositiveInt = 400
+    # The longest focus, update or decision taken (chat, panel, CLI); longer is refused.
+    max_chars: Annotated[int, Field(gt=0, le=4000)] = 400
+    # A reversal cue links a decision to an earlier one sharing this many content words,
+    # or (with the embedding model loaded) at least this similar.
+    reversal_shared_words: PositiveInt = 1
+    reversal_similarity: Share = 0.6
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -679,6 +701,7 @@ class Config:
     upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
     upkeep_jobs: UpkeepJobsConfig = field(default_factory=UpkeepJobsConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)

@@ -302,6 +302,7 @@ class TurnPipeline:
         draft = PromptDraft()
         for stage in self.stages:
             async with self._stage(inbound, StagePhase.CONTEXT, stage.name, "stage_failed"):
+                draft.stage = stage.name
                 await stage.apply(turn, draft)
         values["context_tokens"] = draft.sizes(turn.text)
         request = draft.compose(

@@ -94,10 +94,16 @@ class PromptDraft:
 
     # Set by the memory stage: the pack's size, for the metrics (empty packs count too).
     pack: PackSize | None = None
+    # The stage adding now (the pipeline sets it), and the tokens each stage added: the
+    # trace and the panel's turn view show which blocks went in and their sizes.
+    stage: str = ""
+    by_stage: dict[str, int] = field(default_factory=dict)
 
     def add(self, kind: BlockKind, text: str) -> None:
         if text.strip():
             self.blocks.setdefault(kind, []).append(text.strip())
+            name = f"stage:{self.stage or kind.value}"
+            self.by_stage[name] = self.by_stage.get(name, 0) + estimate_tokens(text.strip())
 
     def sizes(self, message: str) -> dict[str, int]:
         sizes = {
@@ -105,6 +111,7 @@ class PromptDraft:
         }
         sizes["history"] = sum(estimate_tokens(m.text) for m in self.history)
         sizes["message"] = estimate_tokens(message)
+        sizes.update(self.by_stage)
         return sizes
 
     def compose(

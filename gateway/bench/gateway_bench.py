@@ -240,8 +240,8 @@ def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "defa
     """The gateway's config for the run: scripted brain, temp store, no voice models.
 
     ``stages="default"`` keeps the configured defaults (memory layer and persona
-    loop, lessons and forward triggers on); ``"core"`` turns them off, leaving persona file,
-    clock and history.
+    loop, lessons, forward triggers, focus and decisions on); ``"core"`` turns them off,
+    leaving persona file, clock and history.
     """
     if stages not in STAGE_SETS:
         raise ConfigError(f"--stages must be one of {', '.join(STAGE_SETS)}, not {stages!r}")
@@ -260,6 +260,7 @@ def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "defa
             "[memory]\nenabled = false\n[persona]\nenabled = false\n[observe]\nenabled = false\n"
             "[lessons]\nenabled = false\n"
             "[triggers]\nenabled = false\n"
+            "[continuity]\nenabled = false\n"
         )
     return text
 

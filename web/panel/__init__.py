@@ -15,6 +15,7 @@ from web.panel import (
     conversations,
     cost,
     drift,
+    focus,
     lessons,
     memory,
     observations,
@@ -40,6 +41,7 @@ PAGES = (
     upkeep,
     turns,
     cost,
+    focus,
 )
 
 

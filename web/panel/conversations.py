@@ -57,6 +57,12 @@ def turn_json(
         "context_tokens": turn.context_tokens,
         # Each stage's offset, duration and (failed) code, from the stage events.
         "stages": turn.stages or [],
+        # Which stages' blocks went into the prompt, and their sizes (tokens).
+        "prompt_blocks": [
+            {"stage": k.removeprefix("stage:"), "tokens": v}
+            for k, v in (turn.context_tokens or {}).items()
+            if k.startswith("stage:")
+        ],
         "pack": None
         if trace is None
         else {"items": len(trace.kept_ids), "tokens": trace.used_tokens},

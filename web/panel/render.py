@@ -40,6 +40,7 @@ NAV = (
     NavItem("/panel/triggers", "Triggers"),
     NavItem("/panel/upkeep", "Upkeep"),
     NavItem("/panel/cost", "Cost"),
+    NavItem("/panel/focus", "Focus"),
 )
 
 

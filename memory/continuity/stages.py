@@ -1,0 +1,159 @@
+"""Working memory and decisions in the turn: two blocks of the cached prefix, and a
+listener after each turn that reads the person's message with the rules.
+
+Both blocks go into the PERSONA block, which is the cached prefix, after the
+lessons' (the composition root adds these stages right after the lessons stage):
+persona → lessons → (profile) → working memory → (handoff) → decisions, then the
+observations. Their text has dates and whole days only, so the prefix changes when
+a focus or decision does (or, for the focus's age, once a day), not every turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gateway.brains.base import BlockKind
+from gateway.config import ContinuityConfig
+from gateway.errors import InputError
+from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
+from gateway.store import Store
+from memory.continuity.book import ContinuityBook, TextEmbedder
+from memory.continuity.models import Origin
+from memory.continuity.rules import (
+    content_words,
+    decisions_of,
+    ends_focus,
+    focus_done,
+    focus_of,
+    reverses,
+    tags_of,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FocusStage:
+    book: ContinuityBook
+
+    @property
+    def name(self) -> str:
+        return "working-memory"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        state = await self.book.focus(turn.person_id, turn.received_at)
+        draft.add(BlockKind.PERSONA, self.book.render_focus(state))
+
+
+@dataclass(frozen=True)
+class DecisionsStage:
+    book: ContinuityBook
+
+    @property
+    def name(self) -> str:
+        return "decisions"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        found = await self.book.decisions(turn.person_id, last=self.book.config.decisions_in_prompt)
+        draft.add(BlockKind.PERSONA, self.book.render_decisions(found))
+
+
+@dataclass(frozen=True)
+class ContinuityListenStage:
+    """After the turn: the focus and decisions the person's message states."""
+
+    book: ContinuityBook
+
+    @property
+    def name(self) -> str:
+        return "continuity-listen"
+
+    async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        try:
+            await self._focus(turn)
+            await self._decisions(turn)
+        except InputError as exc:
+            # Too long to keep: the message stays stored; nothing half-written.
+            log.info("turn %d: not kept as focus or decision: %s", turn.turn_id, exc)
+
+    async def _focus(self, turn: TurnContext) -> None:
+        book, at = self.book, turn.received_at
+        current = await book.focus(turn.person_id, at)
+        done = focus_done(turn.text)
+        if done is not None and current is not None and ends_focus(done.text, current.focus.text):
+            await book.clear_focus(
+                turn.person_id, origin=Origin.CHAT, source_message_id=turn.message_id, at=at
+            )
+            log.info("turn %d: focus cleared: %s", turn.turn_id, current.focus.text)
+            return
+        found = focus_of(turn.text)
+        if found is None:
+            return
+        if (
+            current is not None
+            and not current.faded
+            and content_words(found.text) == content_words(current.focus.text)
+        ):
+            # The same focus said again: a touch, with the person's words as the update.
+            await book.update_focus(
+                turn.person_id,
+                found.sentence,
+                origin=Origin.CHAT,
+                source_message_id=turn.message_id,
+                at=at,
+            )
+            return
+        await book.set_focus(
+            turn.person_id,
+            found.text,
+            origin=Origin.CHAT,
+            source_message_id=turn.message_id,
+            at=at,
+        )
+        log.info("turn %d: focus set: %s", turn.turn_id, found.text)
+
+    async def _decisions(self, turn: TurnContext) -> None:
+        found = decisions_of(turn.text)
+        if not found or await self.book.logged_from(turn.message_id):
+            return
+        tags = tags_of(turn.text)
+        for decision in found:
+            reversed_id = (
+                await self.book.reversed_one(turn.person_id, decision.text, turn.conversation_id)
+                if reverses(decision.sentence)
+                else None
+            )
+            logged = await self.book.log_decision(
+                turn.person_id,
+                decision.text,
+                tags=tags,
+                origin=Origin.CHAT,
+                reverses_id=reversed_id,
+                source_message_id=turn.message_id,
+                at=turn.received_at,
+            )
+            log.info("turn %d: decision #%d: %s", turn.turn_id, logged.decision_id, logged.text)
+
+
+@dataclass(frozen=True)
+class ContinuityParts:
+    """Built once by the composition root: the two context stages and the listener."""
+
+    book: ContinuityBook
+
+    @property
+    def context_stages(self) -> list[FocusStage | DecisionsStage]:
+        # Working memory before decisions: the issue's fixed order (a handoff stage,
+        # when there is one, goes between them).
+        return [FocusStage(self.book), DecisionsStage(self.book)]
+
+    @property
+    def after_stage(self) -> ContinuityListenStage:
+        return ContinuityListenStage(self.book)
+
+
+def build_continuity(
+    config: ContinuityConfig, store: Store, embedder: TextEmbedder | None = None
+) -> ContinuityParts:
+    return ContinuityParts(ContinuityBook(store, config, embedder))
