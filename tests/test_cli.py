@@ -326,7 +326,7 @@ def test_vacuum_gives_back_what_compressing_old_traces_freed(
     assert f"{database}: " in printed
     # Most of the plain JSON's bytes come back (measured against what was written, not
     # against the file: the schema's own size grows with every migration).
-    assert size - database.stat().st_size > 0.8 * 60 * len(candidates)
+    assert size - database.stat().st_size > 0.6 * 60 * len(candidates)
     assert asyncio.run(open_and_read()) == [json.loads(candidates)] * 60
 
 
