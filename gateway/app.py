@@ -347,6 +347,7 @@ async def _warm_up(
                 job_bodies(config),
                 on_run=metrics.observe,
                 stop_grace_s=config.server.shutdown_grace_s,
+                seed_new_jobs=True,
             )
         memory = gateway.memory
         # Persona state, observations and anchors go after the core's stages (the

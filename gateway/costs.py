@@ -21,6 +21,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 from sqlalchemy import func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.budget import BudgetMode, BudgetState, ModeChange, month_of
 from gateway.clock import local
@@ -37,6 +38,23 @@ log = logging.getLogger(__name__)
 
 # The memory layer's context stage: its time is the pack's.
 PACK_STAGE = "memory"
+
+
+# The figures a retried turn's attempts add up to.
+_SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "embed_calls",
+    "embed_texts",
+    "embed_ms",
+    "pack_ms",
+    "context_ms",
+    "db_calls",
+    "db_ms",
+)
 
 
 @dataclass
@@ -165,7 +183,24 @@ class CostMeter:
     async def _write_cost(self, row: dict[str, Any]) -> None:
         try:
             async with self.store.session() as session:
-                await session.execute(insert(TurnCost).values(**row))
+                dialect = sqlite if self.store.is_sqlite else postgresql
+                statement = dialect.insert(TurnCost).values(**row)
+                # A retried turn (the person's "retry" of a failed one) keeps its id: its
+                # second attempt's spend adds to the first's, which was spent too.
+                added = {
+                    key: getattr(TurnCost, key) + getattr(statement.excluded, key)
+                    for key in _SUMMED
+                }
+                await session.execute(
+                    statement.on_conflict_do_update(
+                        index_elements=["turn_id"],
+                        set_={
+                            **added,
+                            "model": statement.excluded.model,
+                            "mode": statement.excluded.mode,
+                        },
+                    )
+                )
         except AgentGWError:
             log.exception("budget: could not store the cost of turn %s", row["turn_id"])
 

@@ -15,15 +15,30 @@ from tests.conftest import RunningGateway
 
 
 async def calendar_of(running: RunningGateway) -> UpkeepCalendar:
-    """The gateway's calendar once the start's catch-up ran the hourly job."""
+    """The gateway's calendar, its hourly job run once by a catch-up.
+
+    A new store's first start runs no job (each counts as run when the calendar first
+    met it), so the hourly job is made two hours late first, as after a downtime."""
     await running.gateway.ready.wait()
     calendar = running.gateway.upkeep
     assert calendar is not None
     for _ in range(500):
-        if any(r.job == "hourly" and r.status.value == "ok" for r in await calendar.history()):
-            return calendar
+        if any(s.name == "hourly" and s.last_run_at for s in await calendar.status()):
+            break
         await asyncio.sleep(0.02)
-    raise AssertionError("the start's catch-up did not run the hourly job")
+    else:
+        raise AssertionError("the calendar never met its jobs")
+    assert await calendar.history() == [], "a new store's first start ran a job"
+    late = datetime.now(UTC) - timedelta(hours=2)
+
+    def two_hours_late(connection: Connection) -> None:
+        connection.execute(
+            update(UpkeepJob).where(UpkeepJob.name == "hourly").values(last_run_at=late)
+        )
+
+    await calendar.store.write(two_hours_late)
+    assert [r.job for r in await calendar.catch_up()] == ["hourly"]
+    return calendar
 
 
 async def finished(calendar: UpkeepCalendar, run_id: int) -> RunRecord:

@@ -39,10 +39,12 @@ from typing import Any
 
 from sqlalchemy import select
 
+from gateway.bench import trust_lessons
 from gateway.bench.locomo_bench import bench_config, parse_overrides
 from gateway.bench.pack_bench import percentile
 from gateway.bench.report import Target, at_most, print_verdicts
 from gateway.bench.trust_scenarios import SCENARIOS, Scenario
+from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
 from gateway.store.models import Person
 from memory.embed import Embedder
@@ -119,8 +121,8 @@ def pack_p95_ms_added(run: BenchRun) -> dict[str, Any]:
     }
 
 
-# One function per key (or group of keys); the lead adds lessons_applied and
-# triggers_fired_on_day here.
+# One function per key (or group of keys) of the memory scenarios; lessons_applied
+# and triggers_fired_on_day come from runs of their own (see ``main``).
 METRICS: list[Metric] = [
     current_first,
     old_untagged,
@@ -272,6 +274,22 @@ def trust_targets(result: dict[str, Any]) -> list[Target]:
         at_most("outdated facts untagged in the pack", result["old_untagged"] or 0.0, 0.0, ""),
         at_most("unrelated facts wrongly ended", result["false_supersessions"], 0.0, ""),
     ]
+    if "lessons_applied" in result:
+        targets.append(
+            Target(
+                "corrections of session 1 in session 2's prompt (all)",
+                result["lessons_applied"] == 1.0,
+                str(result["lessons_applied"]),
+            )
+        )
+    if "triggers_fired_on_day" in result:
+        targets.append(
+            Target(
+                "triggers in the prompt on their day, not the day before (all)",
+                result["triggers_fired_on_day"] == 1.0,
+                str(result["triggers_fired_on_day"]),
+            )
+        )
     if "pack_p95_ms_added" in result:
         targets.append(
             at_most("pack p95 added by the trust pass", result["pack_p95_ms_added"], 2.0, " ms")
@@ -285,7 +303,17 @@ def main(args: argparse.Namespace) -> int:
     async def go() -> dict[str, Any]:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
-        return await bench(SCENARIOS, args.repeats, overrides, embedder)
+        result = await bench(SCENARIOS, args.repeats, overrides, embedder)
+        # A correction in session 1 in session 2's prompt: a real gateway, two sessions.
+        lessons = await trust_lessons.run()
+        result["lessons_applied"] = lessons["lessons_applied"]
+        result["lessons"] = lessons
+        # A trigger's Today block on its day and not the day before, in 12 zones.
+        with tempfile.TemporaryDirectory(prefix="agentgw-bench-triggers-") as folder:
+            fired = await fired_on_day(Path(folder))
+        result["triggers_fired_on_day"] = fired["triggers_fired_on_day"]
+        result["triggers"] = fired
+        return result
 
     result = asyncio.run(go())
     if args.json:

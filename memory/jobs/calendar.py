@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.errors import AgentGWError
 from gateway.schedule import CronSchedule
+from gateway.store.models import Message
 from memory.jobs.base import Counts, Extractor, JobBody, JobContext
 from memory.jobs.models import RunStatus, UpkeepJob, UpkeepRun
 from memory.jobs.runs import (
@@ -88,6 +89,9 @@ class UpkeepCalendar:
     clock: Clock = wall_clock
     holder: str = field(default_factory=new_holder)
     extractors: Sequence[Extractor] = ()
+    # The gateway's calendar (not a test's or a bench's): a job it meets for the first
+    # time counts as run at the store's first message (see ``prepare``).
+    seed_new_jobs: bool = False
     # Told of every run that ended (metrics); must not raise.
     on_run: Callable[[RunRecord], None] | None = None
     # A stop lets the run under way finish this long before it is cut (its batches
@@ -114,12 +118,22 @@ class UpkeepCalendar:
         now = self.clock()
         schedules = {name: s.expression for name, s in self.schedules.items()}
 
+        seeded = self.seed_new_jobs
+
         def work(connection: Connection) -> None:
             dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+            seed: datetime | None = None
+            if seeded:
+                # A job met for the first time is due for what the store held before
+                # it: from the first message on (an upgraded store catches up at once),
+                # or from now in a new one (a first start runs no job: no burst of
+                # utility-model calls, no catch-up reading a first turn half-way).
+                first = connection.execute(select(func.min(Message.created_at))).scalar()
+                seed = min(first, now) if first is not None else now
             for name, expression in schedules.items():
                 connection.execute(
                     dialect.insert(UpkeepJob)
-                    .values(name=name, schedule=expression)
+                    .values(name=name, schedule=expression, last_run_at=seed)
                     .on_conflict_do_nothing(index_elements=["name"])
                 )
                 connection.execute(
