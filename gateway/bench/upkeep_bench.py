@@ -37,7 +37,11 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="LoCoMo on a simulated upkeep calendar: recall with and without the jobs, "
         "catch-up after a downtime; the nightly over a 100k store",
     )
-    upkeep.add_argument("--data", type=Path, help="folder of LoCoMo conv-*.json")
+    upkeep.add_argument(
+        "--data",
+        type=Path,
+        help="folder of LoCoMo conv-*.json to replay (default: none, only --scale-store runs)",
+    )
     upkeep.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
     upkeep.add_argument(
         "--no-observer",
