@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,14 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="replay without the rules observer (default: it runs, as in the gateway)",
     )
     upkeep.add_argument(
+        "--without-job",
+        action="append",
+        default=[],
+        metavar="JOB",
+        help="leave this job off the calendar of the upkeep replay, repeatable: which job "
+        "moves recall (default: every job with a body runs)",
+    )
+    upkeep.add_argument(
         "--scale-store",
         type=Path,
         help="also time a nightly over this `agentgw bench pack --store` store, with pack "
@@ -66,7 +75,9 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     upkeep.set_defaults(func=main)
 
 
-async def replay_bench(files: list[Path], budget: int, *, observe: bool) -> dict[str, Any]:
+async def replay_bench(
+    files: list[Path], budget: int, *, observe: bool, without: Sequence[str] = ()
+) -> dict[str, Any]:
     from gateway.bench.locomo_bench import bench_config
     from gateway.bench.upkeep_replay import JobTally, load_all, run_replay
     from memory.service import load_embedder
@@ -76,9 +87,11 @@ async def replay_bench(files: list[Path], budget: int, *, observe: bool) -> dict
     embedder = None
     for label, upkeep in (("without", False), ("with", True)):
         with tempfile.TemporaryDirectory(prefix=f"agentgw-bench-upkeep-{label}-") as folder:
-            config = bench_config(
-                Path(folder) / "data", budget, {}, sections={"agent": {"timezone": "UTC"}}
-            )
+            sections: dict[str, dict[str, Any]] = {"agent": {"timezone": "UTC"}}
+            if upkeep and without:
+                # An empty cron expression: the job is not on the calendar.
+                sections["upkeep"] = {"schedule": dict.fromkeys(without, "")}
+            config = bench_config(Path(folder) / "data", budget, {}, sections=sections)
             if embedder is None:
                 embedder = await asyncio.to_thread(load_embedder, config.memory)
             results[label] = await run_replay(
@@ -113,6 +126,7 @@ async def replay_bench(files: list[Path], budget: int, *, observe: bool) -> dict
         "replay_s_without": without["replay_s"],
         "replay_s_with": with_["replay_s"],
         "observer": "rules" if observe else "none",
+        "jobs_left_out": list(without),
     }
 
 
@@ -179,7 +193,16 @@ def main(args: argparse.Namespace) -> int:
         files = sorted(Path(args.data).glob("conv-*.json"))
         if not files:
             raise ConfigError(f"no conv-*.json in {args.data}")
-        result |= asyncio.run(replay_bench(files, args.budget, observe=not args.no_observer))
+        from memory.jobs.registry import JOB_NAMES
+
+        unknown = sorted(set(args.without_job) - set(JOB_NAMES))
+        if unknown:
+            raise ConfigError(
+                f"--without-job {', '.join(unknown)}: not a job (the jobs: {', '.join(JOB_NAMES)})"
+            )
+        result |= asyncio.run(
+            replay_bench(files, args.budget, observe=not args.no_observer, without=args.without_job)
+        )
     if args.scale_store is not None:
         if not (args.scale_store / "bench-pack.json").exists():
             raise ConfigError(
