@@ -76,7 +76,7 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 async def replay_bench(
-    files: list[Path], budget: int, *, observe: bool, without: Sequence[str] = ()
+    files: list[Path], budget: int, *, observe: bool, left_out: Sequence[str] = ()
 ) -> dict[str, Any]:
     from gateway.bench.locomo_bench import bench_config
     from gateway.bench.upkeep_replay import JobTally, load_all, run_replay
@@ -88,9 +88,9 @@ async def replay_bench(
     for label, upkeep in (("without", False), ("with", True)):
         with tempfile.TemporaryDirectory(prefix=f"agentgw-bench-upkeep-{label}-") as folder:
             sections: dict[str, dict[str, Any]] = {"agent": {"timezone": "UTC"}}
-            if upkeep and without:
+            if upkeep and left_out:
                 # An empty cron expression: the job is not on the calendar.
-                sections["upkeep"] = {"schedule": dict.fromkeys(without, "")}
+                sections["upkeep"] = {"schedule": dict.fromkeys(left_out, "")}
             config = bench_config(Path(folder) / "data", budget, {}, sections=sections)
             if embedder is None:
                 embedder = await asyncio.to_thread(load_embedder, config.memory)
@@ -126,7 +126,7 @@ async def replay_bench(
         "replay_s_without": without["replay_s"],
         "replay_s_with": with_["replay_s"],
         "observer": "rules" if observe else "none",
-        "jobs_left_out": list(without),
+        "jobs_left_out": list(left_out),
     }
 
 
@@ -201,7 +201,9 @@ def main(args: argparse.Namespace) -> int:
                 f"--without-job {', '.join(unknown)}: not a job (the jobs: {', '.join(JOB_NAMES)})"
             )
         result |= asyncio.run(
-            replay_bench(files, args.budget, observe=not args.no_observer, without=args.without_job)
+            replay_bench(
+                files, args.budget, observe=not args.no_observer, left_out=args.without_job
+            )
         )
     if args.scale_store is not None:
         if not (args.scale_store / "bench-pack.json").exists():
