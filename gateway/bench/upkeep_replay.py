@@ -52,6 +52,7 @@ from memory.jobs.calendar import RunRecord, SimulatedClock, UpkeepCalendar
 from memory.jobs.registry import job_bodies
 from memory.models import MemoryItem
 from memory.service import MemoryService
+from memory.types import ItemStatus
 from persona.observation.backlog import observer_extractor
 from persona.observation.sink import MemorySink
 from persona.stages import PersonaLoop, build_persona_loop
@@ -297,16 +298,25 @@ async def downtime(calendar: UpkeepCalendar, clock: SimulatedClock) -> dict[str,
 
 
 async def item_counts(store: Store) -> dict[str, int]:
+    """Items by "type/status", and active ones by "tier:" (the decay sweep's tiers;
+    archived ones are out of the ANN index) at the time of the questions."""
     async with store.reader() as session:
         rows = await session.execute(
             select(MemoryItem.type, MemoryItem.status, func.count()).group_by(
                 MemoryItem.type, MemoryItem.status
             )
         )
-        return {
+        counts = {
             f"{getattr(kind, 'value', kind)}/{getattr(status, 'value', status)}": int(n)
             for kind, status, n in rows.all()
         }
+        tiers = await session.execute(
+            select(MemoryItem.tier, func.count())
+            .where(MemoryItem.status == ItemStatus.ACTIVE)
+            .group_by(MemoryItem.tier)
+        )
+        counts |= {f"tier:{getattr(t, 'value', t)}": int(n) for t, n in tiers.all()}
+        return counts
 
 
 def load_all(files: Sequence[Path]) -> list[Conversation]:
