@@ -451,6 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_start(bench_sub)
     trust_args.add_parser(bench_sub)
     bench.set_defaults(func=cmd_bench)
+    from gateway.bench.upkeep_bench import add_parser as add_upkeep_bench
+
+    add_upkeep_bench(bench_sub)
 
     from persona.cli import add_commands as add_persona_commands
 

@@ -211,7 +211,10 @@ async def evaluate(
     budget: int,
     *,
     baselines: bool = True,
+    asked_at: datetime | None = None,
 ) -> dict[str, Any]:
+    """Recall over ``conversations``' questions, each asked a day after its last session,
+    or all at ``asked_at`` (``bench upkeep``: one simulated calendar for all of them)."""
     ours, bm25, dense = Tally.empty(), Tally.empty(), Tally.empty()
     per_conversation: dict[str, float] = {}
     bar = progress(sum(len(c.questions) for c, _ in conversations), "questions", "question")
@@ -223,7 +226,7 @@ async def evaluate(
         for question in conversation.questions:
             started = time.perf_counter()
             pack = await service.build_pack(
-                PackRequest(person_id, question.text, conversation.asked_at)
+                PackRequest(person_id, question.text, asked_at or conversation.asked_at)
             )
             elapsed = (time.perf_counter() - started) * 1000
             value = recall_of(question, texts, pack.text)
@@ -268,13 +271,22 @@ async def _refs(store: Store, ids: Sequence[int]) -> dict[int, str]:
     return {item.id: item.source_ref for item in await repo.get_items(store, ids)}
 
 
-def bench_config(data_dir: Path, budget: int, overrides: dict[str, str]) -> Config:
+def bench_config(
+    data_dir: Path,
+    budget: int,
+    overrides: dict[str, str],
+    sections: dict[str, dict[str, Any]] | None = None,
+) -> Config:
+    """The bench's config: built-in defaults, ``overrides`` of ``[memory]``, and whole
+    other ``sections`` (``bench upkeep`` sets the calendar's zone)."""
     empty = data_dir.parent / "agentgw.toml"
     empty.touch()
     memory: dict[str, Any] = {"budget_tokens": budget, "store_traces": False}
     memory |= overrides
     return load_config(
-        empty, env={}, overrides={"store": {"data_dir": str(data_dir)}, "memory": memory}
+        empty,
+        env={},
+        overrides={**(sections or {}), "store": {"data_dir": str(data_dir)}, "memory": memory},
     )
 
 
