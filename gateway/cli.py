@@ -434,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memory.jobs.cli import add_commands as add_upkeep_commands
 
     add_upkeep_commands(sub, with_config)
+    from memory.porting.cli import add_commands as add_memory_commands
+
+    add_memory_commands(sub, with_config)
     return parser
 
 

@@ -471,6 +471,9 @@ class MemoryConfig:
     # least recently used people's are saved and leave memory, loaded again at their
     # next message. A person with a few items takes ~35 KB, 1,000 items ~2 MB, 100,000 ~300 MB.
     index_cache_mb: PositiveFloat = 256.0
+    # `agentgw memory import` refuses a file bigger than this (bytes): an export is
+    # read whole, so a 2 GB file would need several times that in memory.
+    import_max_bytes: PositiveInt = 2_147_483_648
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]
