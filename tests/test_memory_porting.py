@@ -160,17 +160,21 @@ async def test_export_import_export_is_byte_identical(
     one = files_under(exported.folder)
     assert {"agentgw.jsonl", "facts.md", "persona.md", "preferences.md", "events.md"} <= set(one)
     assert "lessons.md" in one
-    assert "memory/2026-03-04.md" in one and "memory/2026-03-05.md" in one
+    assert "memory/2026-03-04.md" in one
+    assert "memory/2026-03-05.md" in one
     facts = one["facts.md"].decode()
-    assert "My sister is called Ada <!-- 2026-03-04 #" in facts and "pinned -->" in facts
+    assert "My sister is called Ada <!-- 2026-03-04 #" in facts
+    assert "pinned -->" in facts
     # The current version only; the forgotten item is in the record, not in the files.
     assert "I live in Lyon now" in one["persona.md"].decode()
     preferences = one["preferences.md"].decode()
-    assert "colour is green" in preferences and "blue" not in preferences
+    assert "colour is green" in preferences
+    assert "blue" not in preferences
     assert "green tea" not in preferences
     assert "2026-03-12: dentist appointment on 12 March <!-- #" in one["events.md"].decode()
     lessons = one["lessons.md"].decode()
-    assert "Call me Sam, never Samuel." in lessons and "No emojis. (everyone)" in lessons
+    assert "Call me Sam, never Samuel." in lessons
+    assert "No emojis. (everyone)" in lessons
     # Times shown in the person's own zone (Paris, UTC+1 in March).
     assert "- 10:00 Sam: I moved to Lyon" in one["memory/2026-03-04.md"].decode()
 
@@ -321,4 +325,6 @@ async def test_search_and_show_from_the_shell(
     source = json.loads(out)["sources"][0]
     assert source["text"] == "The one at Croix-Rousse, every Sunday morning."
     code, _, err = await memory_cli(path, "show", "999999")
-    assert code == 2 and "no memory item 999999" in err and "Traceback" not in err
+    assert code == 2
+    assert "no memory item 999999" in err
+    assert "Traceback" not in err
