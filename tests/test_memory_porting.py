@@ -331,3 +331,54 @@ async def test_search_and_show_from_the_shell(
     assert code == 2
     assert "no memory item 999999" in err
     assert "Traceback" not in err
+
+
+async def test_import_beside_another_person_maps_every_reference(
+    tmp_path: Path,
+    embedder: SentenceEmbedder,  # noqa: F811
+) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = make_config(tmp_path / "a", memory={"embedder": "minilm"})
+    async with Store(first.database_url) as store:
+        await populate(store, first, embedder)
+        await export_person(store, 1, tmp_path / "out", first.zone)
+    second = make_config(tmp_path / "b", memory={"embedder": "minilm"})
+    async with Store(second.database_url) as store:
+        # Someone else holds the ids the export's rows had.
+        await populate(store, second, embedder)
+        async with store.session() as s:
+            await s.execute(update(Person).values(display_name="Other"))
+            await s.execute(update(MemoryItem).values(content=MemoryItem.content + " (other)"))
+            await s.execute(update(Message).values(text=Message.text + " (other)"))
+            await s.execute(update(Identity).values(external_id="other-1"))
+        report = await run_import(
+            store, tmp_path / "out", person_id=None, max_bytes=10**9, service=no_service
+        )
+        assert report.person_id == 2
+        async with store.reader() as s:
+            items = {
+                i.content: i
+                for i in (
+                    await s.scalars(select(MemoryItem).where(MemoryItem.person_id == 2))
+                ).all()
+            }
+            messages = {
+                m.id: m
+                for m in (await s.scalars(select(Message).where(Message.person_id == 2))).all()
+            }
+            trace = await s.scalar(select(MemoryTrace).where(MemoryTrace.person_id == 2))
+            turn = await s.scalar(
+                select(Turn).join(Conversation).where(Conversation.person_id == 2)
+            )
+        blue, green = items["my favourite colour is blue"], items["my favourite colour is green"]
+        assert blue.superseded_by_id == green.id
+        sunday = items["The one at Croix-Rousse, every Sunday morning."]
+        (source,) = sunday.source_message_ids
+        assert messages[source].text == sunday.content
+        assert trace is not None
+        assert turn is not None
+        assert trace.turn_id == turn.id
+        assert messages[turn.inbound_message_id].text.startswith("I moved to Lyon")
+        assert set(trace.kept_ids) <= {i.id for i in items.values()}
+        assert trace.kept_ids
