@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, insert, select, update
 
-from gateway.config import Config
+from gateway.brains.scripted import ScriptedBrain
+from gateway.config import Config, load_config
 from gateway.store import Store
 from gateway.store.models import Conversation, Identity, Message, MessageRole, Person, Turn
 from memory.embed import SentenceEmbedder
@@ -27,8 +28,10 @@ from memory.porting.importer import run_import
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemStatus, ItemType
 from persona.models import Lesson, LessonOrigin
-from tests.conftest import make_config
+from tests.conftest import RunningGateway, make_config, start_gateway
+from tests.test_lessons_turns import session
 from tests.test_memory_models import embedder  # noqa: F401 (the session's model, a fixture)
+from tests.test_persona_loop import say
 
 pytestmark = pytest.mark.slow
 
@@ -382,3 +385,38 @@ async def test_import_beside_another_person_maps_every_reference(
         assert messages[turn.inbound_message_id].text.startswith("I moved to Lyon")
         assert set(trace.kept_ids) <= {i.id for i in items.values()}
         assert trace.kept_ids
+
+
+async def test_reads_run_beside_a_running_gateway_and_import_waits_for_it(
+    tmp_path: Path, brain: ScriptedBrain
+) -> None:
+    path = tmp_path / "agentgw.toml"
+    path.write_text(
+        f'[store]\ndata_dir = "{tmp_path / "data"}"\n[memory]\nembedder = "none"\n'
+        '[agent]\ntimezone = "UTC"\n',
+        encoding="utf-8",
+    )
+    server, client = await start_gateway(load_config(path, env={}), brain)
+    running = RunningGateway(server, client)
+    try:
+        ws = await session(running, "porter-person")
+        brain.script = ["Noted: the markets of Croix-Rousse."]
+        await say(ws, "I shop at the Croix-Rousse market every Sunday.", "p1")
+        assert await running.gateway.router.drain(30)
+        code, out, err = await memory_cli(path, "search", "Croix-Rousse market", "--json")
+        assert code == 0, err
+        texts = [r["text"] for r in json.loads(out)["results"]]
+        assert "I shop at the Croix-Rousse market every Sunday." in texts
+        code, out, err = await memory_cli(path, "export", "--out", str(tmp_path / "out"))
+        assert code == 0, err
+        (folder,) = (tmp_path / "out").iterdir()
+        day = next((folder / "memory").iterdir()).read_text("utf-8")
+        assert "I shop at the Croix-Rousse market every Sunday." in day
+        code, _, err = await memory_cli(path, "import", str(folder))
+        assert code == 2
+        assert "in use by another agentgw" in err
+        assert "stop the gateway first" in err
+        assert "Traceback" not in err
+    finally:
+        await client.close()
+        await server.close()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.store import Store
@@ -91,6 +91,19 @@ def _map_ids(table: str, row: dict[str, Any], maps: dict[str, dict[int, int]]) -
     return out
 
 
+def _known_rows(
+    connection: Connection, table: Table, person_id: int | None
+) -> dict[tuple[Any, ...], int]:
+    """The identifying columns of the rows that could be the same as imported ones (the
+    person's, where the table names a person), read once: one query per table, not
+    one per row, which made a 5,000-item import quadratic (36 s)."""
+    query = select(table.c.id, *(table.c[c] for c in SAME_ROW[table.name]))
+    if "person_id" in table.c:
+        mine = table.c.person_id == person_id
+        query = query.where(mine | table.c.person_id.is_(None) if table.name == "lessons" else mine)
+    return {tuple(row[1:]): int(row[0]) for row in connection.execute(query)}
+
+
 def write_records(
     connection: Connection, records: list[Record], person_id: int | None
 ) -> tuple[int, dict[str, int], int]:
@@ -100,6 +113,8 @@ def write_records(
     maps: dict[str, dict[int, int]] = {name: {} for name in by_name}
     deferred: list[tuple[str, int, str, int]] = []
     added: dict[str, int] = {}
+    # Per table: the identifying columns of the rows already here -> their id.
+    known: dict[str, dict[tuple[Any, ...], int]] = {}
     kept = 0
     for record in records:
         table = by_name[record.table]
@@ -126,14 +141,13 @@ def write_records(
             else:
                 row[column] = maps[target].get(int(value), int(value))
         same = SAME_ROW[record.table]
-        found = connection.execute(
-            select(table.c.id).where(
-                *(table.c[c] == row[c] for c in same if row[c] is not None),
-                *(table.c[c].is_(None) for c in same if row[c] is None),
-            )
-        ).first()
+        if record.table not in known:
+            person = next(iter(maps["people"].values()), None)
+            known[record.table] = _known_rows(connection, table, person)
+        key = tuple(row[c] for c in same)
+        found = known[record.table].get(key)
         if found is not None:
-            maps[record.table][old_id] = int(found[0])
+            maps[record.table][old_id] = found
             kept += 1
             continue
         taken = connection.execute(select(table.c.id).where(table.c.id == old_id)).first()
@@ -141,6 +155,7 @@ def write_records(
             del row["id"]
         new_id = fresh_id(connection.execute(insert(table).values(**row)))
         maps[record.table][old_id] = new_id
+        known[record.table][key] = new_id
         added[record.table] = added.get(record.table, 0) + 1
         deferred.extend((record.table, new_id, c, v) for c, v in later.items())
     for name, row_id, column, value in deferred:
