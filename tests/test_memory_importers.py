@@ -24,6 +24,8 @@ from gateway.store.models import Conversation, Message, Person
 from memory.embed import SentenceEmbedder
 from memory.errors import PortingError
 from memory.models import MemoryItem
+from memory.porting import claude
+from memory.porting.conversations import person_for_import, store_conversation
 from memory.porting.importer import ImportReport, run_import
 from memory.service import MemoryService
 from memory.types import ItemType
@@ -304,7 +306,7 @@ async def test_bad_files_fail_clearly_and_change_nothing(
             (truncated, {}, rf"{truncated}: line \d+ column \d+: invalid JSON"),
             (unknown, {}, f"{unknown}: unknown format"),
             (good, {"max_bytes": 100}, rf"{good}: [\d,]+ bytes, over memory.import_max_bytes"),
-            (bad_day, {}, "2026-13-45.md: line 0: 2026-13-45 is not a date"),
+            (bad_day, {}, "2026-13-45.md: the name 2026-13-45 is not a real day"),
             (good, {"kind": "chatgpt"}, "not a ChatGPT export|conversation 1"),
         ]
         for path, kw, message in cases:
@@ -342,3 +344,21 @@ async def test_import_from_the_shell_into_a_fresh_data_dir(tmp_path: Path) -> No
     assert report["person_id"] == 1
     assert report["messages_added"] == 3
     assert report["episodes"] == 3
+
+
+async def test_an_import_stopped_before_its_ingest_finishes_it_next_time(
+    tmp_path: Path,
+    embedder: SentenceEmbedder,  # noqa: F811
+) -> None:
+    config = make_config(tmp_path, memory={"embedder": "minilm"})
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(CLAUDE), "utf-8")
+    async with opened(config) as store:
+        # The first run stored the conversation's messages, then stopped.
+        person = await person_for_import(store, None, "")
+        (conv,) = claude.read(path, 10**6, "User")
+        await store_conversation(store, person, conv)
+        assert await counts(store) == (1, 1, 3, 0)
+        report = await do_import(store, config, embedder, path)
+        assert (report.messages_added, report.messages_known, report.episodes) == (0, 3, 3)
+        assert await counts(store) == (1, 1, 3, 3)

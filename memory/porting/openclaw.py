@@ -41,7 +41,7 @@ def note_day(path: Path) -> date:
     try:
         return date(int(match[1]), int(match[2]), int(match[3]))
     except ValueError as exc:
-        raise PortingError(f"{path}: line 0: {path.stem} is not a date ({exc})") from exc
+        raise PortingError(f"{path}: the name {path.stem} is not a real day ({exc})") from exc
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
