@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import sys
+import zipfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -211,6 +212,14 @@ async def test_chatgpt_export_follows_the_visible_thread(
         again = await do_import(store, config, embedder, export)
         assert (again.messages_added, again.messages_known, again.episodes) == (0, 8, 0)
         assert await counts(store) == (1, 2, 8, 8)
+        # The .zip as downloaded: the same conversations, nothing added.
+        archive = tmp_path / "chatgpt-export.zip"
+        with zipfile.ZipFile(archive, "w") as packed:
+            for shard in export.iterdir():
+                packed.write(shard, f"export/{shard.name}")
+            packed.writestr("export/file-abc.png", b"\x89PNG")
+        zipped = await do_import(store, config, embedder, archive)
+        assert (zipped.format, zipped.messages_known, zipped.messages_added) == ("chatgpt", 8, 0)
 
 
 async def test_claude_export_keeps_blocks_attachments_and_tool_turns(
@@ -297,6 +306,9 @@ async def test_bad_files_fail_clearly_and_change_nothing(
     unknown = tmp_path / "unknown"
     unknown.mkdir()
     (unknown / "notes.txt").write_text("hello", "utf-8")
+    cut_zip = tmp_path / "cut.zip"
+    with zipfile.ZipFile(cut_zip, "w") as packed:
+        packed.write(truncated, "conversations.json")
     bad_day = openclaw_workspace(tmp_path / "bad-day")
     (bad_day / "memory" / "2026-13-45.md").write_text("- a day that never was\n", "utf-8")
     async with opened(config) as store:
@@ -308,6 +320,7 @@ async def test_bad_files_fail_clearly_and_change_nothing(
             (good, {"max_bytes": 100}, rf"{good}: [\d,]+ bytes, over memory.import_max_bytes"),
             (bad_day, {}, "2026-13-45.md: the name 2026-13-45 is not a real day"),
             (good, {"kind": "chatgpt"}, "not a ChatGPT export|conversation 1"),
+            (cut_zip, {}, rf"{cut_zip}:/conversations.json: line \d+ column \d+: invalid"),
         ]
         for path, kw, message in cases:
             with pytest.raises(PortingError, match=message):

@@ -8,6 +8,9 @@ another tool's conversations one transaction each, then ingested.
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
+import zipfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +28,7 @@ from memory.porting.conversations import (
     store_conversation,
 )
 from memory.porting.import_agentgw import import_file, read_records
-from memory.porting.sources import FORMATS, detect, read_text
+from memory.porting.sources import CHATGPT_SHARD, FORMATS, detect, read_text
 
 if TYPE_CHECKING:
     from memory.service import MemoryService
@@ -72,6 +75,18 @@ def agentgw_files(path: Path) -> list[Path]:
     return sorted(path.glob("person-*/agentgw.jsonl"))
 
 
+def _checked(files: list[Path], max_bytes: int) -> list[tuple[Path, str]]:
+    """Every file read and its records checked, before any is written."""
+    texts = []
+    for file in files:
+        decoded = read_text(file, max_bytes)
+        if decoded.replaced_at is not None:
+            raise PortingError(f"{file}: line {decoded.replaced_at}: not UTF-8")
+        read_records(file, decoded.text)
+        texts.append((file, decoded.text))
+    return texts
+
+
 def read_conversations(
     path: Path, kind: str, max_bytes: int, speaker: str, warnings: list[str]
 ) -> list[SourceConversation]:
@@ -100,10 +115,55 @@ async def run_import(
     service: Callable[[], Awaitable[MemoryService]],
     progress: Progress | None = None,
 ) -> ImportReport:
-    """Import ``path``; ``service`` starts the memory service when one is needed
-    (not for an agentgw export, whose rows already hold their items)."""
+    """Import ``path`` (a file, a folder, or a ChatGPT/Claude .zip as downloaded);
+    ``service`` starts the memory service when one is needed (not for an agentgw
+    export, whose rows already hold their items)."""
+    if await asyncio.to_thread(lambda: path.is_file() and zipfile.is_zipfile(path)):
+        with tempfile.TemporaryDirectory(prefix="agentgw-import-") as scratch:
+            await asyncio.to_thread(unpack, path, Path(scratch), max_bytes)
+            try:
+                report = await _run_import(
+                    store, Path(scratch), kind, person_id, max_bytes, service, progress
+                )
+            except PortingError as exc:
+                # Named as the archive's member, not as the scratch copy.
+                raise PortingError(str(exc).replace(scratch, f"{path}:")) from exc
+            report.warnings = [w.replace(scratch, f"{path}:") for w in report.warnings]
+            return report
+    return await _run_import(store, path, kind, person_id, max_bytes, service, progress)
+
+
+def unpack(archive: Path, into: Path, max_bytes: int) -> None:
+    """The conversation files of an export's .zip (not its images), each checked
+    against the size limit before it is written out."""
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            wanted = [m for m in opened.infolist() if CHATGPT_SHARD.match(Path(m.filename).name)]
+            if not wanted:
+                raise PortingError(f"{archive}: no conversations.json in the archive")
+            for member in wanted:
+                name = Path(member.filename).name
+                if member.file_size > max_bytes:
+                    raise PortingError(
+                        f"{archive}: {name}: {member.file_size:,} bytes, over "
+                        f"memory.import_max_bytes ({max_bytes:,})"
+                    )
+                (into / name).write_bytes(opened.read(member))
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise PortingError(f"{archive}: cannot read the archive: {exc}") from exc
+
+
+async def _run_import(
+    store: Store,
+    path: Path,
+    kind: str,
+    person_id: int | None,
+    max_bytes: int,
+    service: Callable[[], Awaitable[MemoryService]],
+    progress: Progress | None,
+) -> ImportReport:
     if kind == "auto":
-        kind = detect(path)
+        kind = await asyncio.to_thread(detect, path)
     elif kind not in FORMATS:
         raise PortingError(f"unknown format {kind!r}: one of auto, {', '.join(FORMATS)}")
     report = ImportReport(kind)
@@ -111,13 +171,7 @@ async def run_import(
         files = agentgw_files(path)
         if not files:
             raise PortingError(f"{path}: no agentgw.jsonl in it")
-        texts = []
-        for file in files:  # all checked before any is written
-            decoded = read_text(file, max_bytes)
-            if decoded.replaced_at is not None:
-                raise PortingError(f"{file}: line {decoded.replaced_at}: not UTF-8")
-            read_records(file, decoded.text)
-            texts.append((file, decoded.text))
+        texts = await asyncio.to_thread(_checked, files, max_bytes)
         for n, (file, text) in enumerate(texts, 1):
             done = await import_file(store, file, text, person_id)
             report.person_id = done.person_id
@@ -129,13 +183,17 @@ async def run_import(
         return report
 
     speaker = await _speaker(store, person_id)
-    conversations = read_conversations(path, kind, max_bytes, speaker, report.warnings)
+    conversations = await asyncio.to_thread(
+        read_conversations, path, kind, max_bytes, speaker, report.warnings
+    )
     person = await person_for_import(store, person_id, "")
     report.person_id = person
     if person_id is None:
         speaker = await _speaker(store, person)
         if speaker != DEFAULT_SPEAKER:  # the store's one person has a name: theirs
-            conversations = read_conversations(path, kind, max_bytes, speaker, [])
+            conversations = await asyncio.to_thread(
+                read_conversations, path, kind, max_bytes, speaker, []
+            )
     memory = await service()
     for n, conv in enumerate(conversations, 1):
         stored = await store_conversation(store, person, conv)
