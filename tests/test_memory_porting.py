@@ -31,9 +31,11 @@ from persona.models import Lesson, LessonOrigin
 from tests.conftest import RunningGateway, make_config, start_gateway
 from tests.test_lessons_turns import session
 from tests.test_memory_models import embedder  # noqa: F401 (the session's model, a fixture)
+from tests.test_memory_postgres import PG_BINARIES, pg_store, postgres
 from tests.test_persona_loop import say
 
 pytestmark = pytest.mark.slow
+__all__ = ["pg_store", "postgres"]
 
 T0 = datetime(2026, 3, 4, 9, 0, tzinfo=UTC)
 
@@ -420,3 +422,32 @@ async def test_reads_run_beside_a_running_gateway_and_import_waits_for_it(
     finally:
         await client.close()
         await server.close()
+
+
+@pytest.mark.skipif(not PG_BINARIES, reason="Debian postgresql is not installed")
+async def test_round_trip_through_postgresql(
+    tmp_path: Path,
+    pg_store: Store,
+    embedder: SentenceEmbedder,  # noqa: F811
+) -> None:
+    config = make_config(tmp_path, memory={"embedder": "minilm"})
+    async with Store(config.database_url) as store:
+        person_id = await populate(store, config, embedder)
+        one = await export_person(store, person_id, tmp_path / "out1", config.zone)
+    await run_import(
+        pg_store, tmp_path / "out1", person_id=None, max_bytes=10**9, service=no_service
+    )
+    two = await export_person(pg_store, person_id, tmp_path / "out2", config.zone)
+    assert files_under(two.folder) == files_under(one.folder)
+    # The ids written back moved the sequences on: the next rows get new ids.
+    service = MemoryService(pg_store, config.memory, tmp_path / "index", embedder)
+    try:
+        added = await service.remember(person_id, "I now work at a bookshop", at=T0)
+        async with pg_store.session() as s:
+            s.add(Person(display_name="Next"))
+    finally:
+        await service.aclose()
+    async with pg_store.reader() as s:
+        top = await s.scalar(select(func.max(MemoryItem.id)).where(MemoryItem.id != added.item_id))
+    assert top is not None
+    assert added.item_id > top

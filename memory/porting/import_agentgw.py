@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, insert, select, update
+from sqlalchemy import Table, insert, select, text, update
 from sqlalchemy.engine import Connection
 
 from gateway.store import Store
@@ -163,6 +163,17 @@ def write_records(
         connection.execute(
             update(table).where(table.c.id == row_id).values({column: maps[name].get(value, value)})
         )
+    if connection.dialect.name == "postgresql":
+        # Rows written with their own ids leave a sequence behind them: the next
+        # row the gateway adds would be given a taken id. (SQLite's AUTOINCREMENT
+        # keeps up by itself.)
+        for name in added:
+            connection.execute(
+                text(
+                    f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
+                    f"(SELECT max(id) FROM {name}))"
+                )
+            )
     return maps["people"][next(iter(maps["people"]))], added, kept
 
 
