@@ -451,3 +451,34 @@ async def test_round_trip_through_postgresql(
         top = await s.scalar(select(func.max(MemoryItem.id)).where(MemoryItem.id != added.item_id))
     assert top is not None
     assert added.item_id > top
+
+
+async def test_import_into_a_named_person(
+    tmp_path: Path,
+    embedder: SentenceEmbedder,  # noqa: F811
+) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = make_config(tmp_path / "a", memory={"embedder": "minilm"})
+    async with Store(first.database_url) as store:
+        await populate(store, first, embedder)
+        await export_person(store, 1, tmp_path / "out", first.zone)
+    second = make_config(tmp_path / "b", memory={"embedder": "none"})
+    async with Store(second.database_url) as store:
+        async with store.session() as s:
+            s.add_all([Person(display_name="Someone"), Person(display_name="Sam again")])
+        with pytest.raises(PortingError, match="no person 7 in the store"):
+            await run_import(
+                store, tmp_path / "out", person_id=7, max_bytes=10**9, service=no_service
+            )
+        report = await run_import(
+            store, tmp_path / "out", person_id=2, max_bytes=10**9, service=no_service
+        )
+        assert report.person_id == 2
+        assert "people" not in report.rows_added
+        async with store.reader() as s:
+            assert await s.scalar(select(func.count()).select_from(Person)) == 2
+            owners = set((await s.scalars(select(MemoryItem.person_id))).all())
+            lessons = set((await s.scalars(select(Lesson.person_id))).all())
+        assert owners == {2}
+        assert lessons == {2, None}
