@@ -4,7 +4,8 @@ Each conversation holds a ``mapping`` of nodes ``{id, message, parent, children}
 and a ``current_node``: the visible thread is the path from ``current_node``
 up through ``parent`` to the root, reversed. Edits and regenerations leave side
 branches; they are not the conversation and are not imported. Message times are
-epoch seconds (``create_time``; the conversation's when a message has none).
+epoch seconds (``create_time``; the previous message's, else the conversation's,
+when a message has none).
 System and hidden messages are left out; a tool's output is kept, said by "tool".
 """
 
@@ -73,9 +74,12 @@ def conversation(data: dict[str, Any], person_name: str) -> SourceConversation:
         if role not in SPEAKERS or hidden:
             continue
         text = _text(message.get("content") or {})
-        at = _when(message.get("create_time"), started)
-        if not text or at is None:
+        # A message without a time is dated as the one before it (or the conversation).
+        at = _when(message.get("create_time"), messages[-1].at if messages else started)
+        if not text:
             continue
+        if at is None:
+            raise ValueError(f"message {message.get('id')}: no create_time, nor the conversation's")
         messages.append(
             SourceMessage(
                 key=f"{SOURCE}:{message.get('id') or node.get('id')}",
