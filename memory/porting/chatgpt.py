@@ -64,7 +64,7 @@ def conversation(data: dict[str, Any], person_name: str) -> SourceConversation:
     if not key or not isinstance(mapping, dict):
         raise ValueError("a conversation without an id or a mapping")
     started = _when(data.get("create_time"), None)
-    messages = []
+    messages: list[SourceMessage] = []
     for node in visible_thread(mapping, data.get("current_node")):
         message = node.get("message")
         if not isinstance(message, dict):

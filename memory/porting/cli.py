@@ -254,7 +254,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     item = found["item"]
     _say(f"#{item['id']} {item['type']} ({item['status']}{', pinned' if item['pinned'] else ''})")
-    _say(f"said {item['date']} by {item['speaker'] or item['role'] or '?'} via {item['channel']}")
+    who = item["speaker"] or item["role"] or "?"
+    _say(f"said {item['date']} by {who} via {item['channel'] or '-'}")
     _say(f"person {item['person_id']}, written by {item['author'] or '?'}")
     _say("")
     _say(item["text"])
