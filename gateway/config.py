@@ -509,6 +509,9 @@ class MemoryConfig:
     # Insight items (one sentence for a cluster of archived items, weekly upkeep).
     quota_insight: Share = 0.2
     half_life_hours_insight: PositiveFloat = 4320.0
+    # `agentgw memory import` refuses a file bigger than this (bytes): an export is
+    # read whole, so a 2 GB file would need several times that in memory.
+    import_max_bytes: PositiveInt = 2_147_483_648
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]

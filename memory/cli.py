@@ -14,14 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import load_config
+from memory.porting.cli import add_subcommands as add_porting_commands
 
 
 def add_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     with_config: Callable[[argparse.ArgumentParser], None],
 ) -> None:
-    memory = sub.add_parser("memory", help="the memory layer: its health report")
+    memory = sub.add_parser(
+        "memory", help="the memory layer: export, import, search, show, its health report"
+    )
     memory_sub = memory.add_subparsers(dest="memory_command", required=True)
+    add_porting_commands(memory_sub, with_config)
     health = memory_sub.add_parser(
         "health",
         help="items by tier, category and type, time since last use, growth, "

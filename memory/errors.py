@@ -3,7 +3,8 @@
 AgentGWError
 └── MemoryLayerError             the memory layer failed
     ├── EmbeddingUnavailable     the sentence model is missing or failed to load/run
-    └── IndexUnavailable         an ANN index file could not be read or written
+    ├── IndexUnavailable         an ANN index file could not be read or written
+    └── PortingError             an export or import could not be done (names the file)
 """
 
 from __future__ import annotations
@@ -21,3 +22,10 @@ class EmbeddingUnavailable(MemoryLayerError):
 
 class IndexUnavailable(MemoryLayerError):
     code = "index_unavailable"
+
+
+class PortingError(MemoryLayerError):
+    """Bad input to ``agentgw memory import`` (or an export that cannot be written):
+    the message names the file, and the line where it is known."""
+
+    code = "porting_error"
