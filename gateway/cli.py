@@ -467,6 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memory.continuity.cli import add_commands as add_continuity_commands
 
     add_continuity_commands(sub, with_config)
+    from memory.continuity.handoff_cli import add_commands as add_handoff_commands
+
+    add_handoff_commands(sub, with_config)
     return parser
 
 
