@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.bench import trust_args
+from gateway.bench import continuity_bench, trust_args
 from gateway.config import Config, ServerConfig, VoiceConfig, load_config
 from gateway.errors import AgentGWError, ConfigError
 
@@ -450,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_sanitize(bench_sub)
     _add_bench_start(bench_sub)
     trust_args.add_parser(bench_sub)
+    continuity_bench.add_parser(bench_sub)
     bench.set_defaults(func=cmd_bench)
 
     from persona.cli import add_commands as add_persona_commands

@@ -269,3 +269,16 @@ async def test_handoff_book_refuses_a_huge_note(tmp_path: Path) -> None:
 
         with pytest.raises(InputError, match="characters"):
             await handoffs.write(1, "x" * 10_000_000, method="cli")
+
+
+async def test_continuity_bench_reports_its_keys() -> None:
+    from gateway.bench.continuity_bench import TURNS, run
+
+    result = await run()
+    assert result["handoff_present"] is True
+    assert result["decisions_recalled"] == 1.0
+    assert result["decisions_logged"] == 3
+    assert result["turns"] == TURNS
+    assert 0 < result["prefix_cache_hit_ratio"] <= 1
+    assert 0 < result["prefix_tokens"]["p50"] <= result["prefix_tokens"]["max"]
+    assert result["tool_roundtrip_ms"] is None
