@@ -6,7 +6,8 @@ quiet spell and ends when its webchat page closes, when it has been idle for
 ``upkeep_jobs.session_idle_s`` (a Telegram chat has no page to close), or when
 the gateway stops (SIGTERM/SIGINT). At its end the person's pending memory work
 is written: every extractor (the observer, whose pass otherwise waits for a
-token threshold) reads the person's unprocessed turns, and the indexes' unsaved
+token threshold) reads the person's unprocessed turns, the ``on_end`` writers run
+for the conversation (the handoff note, issue 24), and the indexes' unsaved
 changes go to disk. A stop waits for these flushes at most
 ``server.shutdown_grace_s``; a crash skips them, and the nightly catch-up or the
 next session's start reads what they would have.
