@@ -282,3 +282,15 @@ async def test_continuity_bench_reports_its_keys() -> None:
     assert 0 < result["prefix_cache_hit_ratio"] <= 1
     assert 0 < result["prefix_tokens"]["p50"] <= result["prefix_tokens"]["max"]
     assert result["tool_roundtrip_ms"] is None
+
+
+def test_a_long_note_is_cut_to_the_budget_and_the_cut_ends() -> None:
+    handoffs = HandoffBook(None, ContinuityConfig(handoff_budget_tokens=40), None)  # type: ignore[arg-type]
+    # Three long words a line: each cut must drop a word (it once looped forever here).
+    text = "\n".join(" ".join(["x" * 60] * 3) for _ in range(5))
+    cut = handoffs.fit(text)
+    assert estimate_tokens(cut) <= 40
+    long = handoffs.fit("Open: " + "word " * 500)
+    assert long.startswith("Open: word")
+    assert long.endswith("…")
+    assert estimate_tokens(long) <= 40

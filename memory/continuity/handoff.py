@@ -127,11 +127,13 @@ class HandoffBook:
             line = raw.strip()
             if not line:
                 continue
+            words = line.split()
             while estimate_tokens("\n".join([*kept, line])) > budget:
-                words = line.split()
                 if len(words) <= 2:
                     return "\n".join(kept)
-                line = " ".join(words[: max(2, len(words) * 3 // 4)]) + " …"
+                # Strictly fewer words each time, so the loop ends.
+                words = words[: min(len(words) - 1, max(2, len(words) * 3 // 4))]
+                line = " ".join(words) + " …"
             kept.append(line)
         return "\n".join(kept)
 
