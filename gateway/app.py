@@ -380,7 +380,11 @@ async def _warm_up(
         # Working memory and decisions (issue 24): after the lessons in the cached prefix.
         continuity = (
             build_continuity(
-                config.continuity, store, memory.embedder if memory is not None else None
+                config.continuity,
+                store,
+                memory.embedder if memory is not None else None,
+                # Handoff notes by the utility model when one is configured (memory/utility.py).
+                memory.utility if memory is not None else None,
             )
             if config.continuity.enabled
             else None
@@ -434,6 +438,8 @@ async def _warm_up(
             catch_up_s=config.upkeep_jobs.session_catch_up_s,
             close_s=config.upkeep_jobs.session_close_s,
             behind=observer_behind(persona_loop),
+            # A session's end writes its handoff note (issue 24).
+            on_end=[continuity.session_ended] if continuity is not None else [],
         )
         if memory_pack is not None:
             memory_pack.before_pack = sessions.before_pack

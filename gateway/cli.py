@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.bench import trust_args
+from gateway.bench import continuity_bench, trust_args
 from gateway.config import Config, ServerConfig, VoiceConfig, load_config
 from gateway.errors import AgentGWError, ConfigError
 
@@ -450,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_sanitize(bench_sub)
     _add_bench_start(bench_sub)
     trust_args.add_parser(bench_sub)
+    continuity_bench.add_parser(bench_sub)
     bench.set_defaults(func=cmd_bench)
     from gateway.bench.upkeep_bench import add_parser as add_upkeep_bench
 
@@ -470,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memory.continuity.cli import add_commands as add_continuity_commands
 
     add_continuity_commands(sub, with_config)
+    from memory.continuity.handoff_cli import add_commands as add_handoff_commands
+
+    add_handoff_commands(sub, with_config)
     return parser
 
 

@@ -679,6 +679,15 @@ class ContinuityConfig:
     # or (with the embedding model loaded) at least this similar.
     reversal_shared_words: PositiveInt = 1
     reversal_similarity: Share = 0.6
+    # Handoff notes (a session's end): their token budget in the cached prefix, and
+    # the newest messages of the session a note reads.
+    handoff_enabled: bool = True
+    handoff_budget_tokens: PositiveInt = 200
+    handoff_messages: PositiveInt = 40
+    # The curated profile ("what I know about you"): its token budget in the cached
+    # prefix, never exceeded; built from the weekly summaries and the observations.
+    profile_enabled: bool = True
+    profile_budget_tokens: PositiveInt = 300
 
 
 @dataclass(frozen=True)

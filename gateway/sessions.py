@@ -6,7 +6,8 @@ quiet spell and ends when its webchat page closes, when it has been idle for
 ``upkeep_jobs.session_idle_s`` (a Telegram chat has no page to close), or when
 the gateway stops (SIGTERM/SIGINT). At its end the person's pending memory work
 is written: every extractor (the observer, whose pass otherwise waits for a
-token threshold) reads the person's unprocessed turns, and the indexes' unsaved
+token threshold) reads the person's unprocessed turns, the ``on_end`` writers run
+for the conversation (the handoff note, issue 24), and the indexes' unsaved
 changes go to disk. A stop waits for these flushes at most
 ``server.shutdown_grace_s``; a crash skips them, and the nightly catch-up or the
 next session's start reads what they would have.
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 # Processes the unprocessed turns of one person (or everyone: None); how many.
 Extract = Callable[[int | None], Awaitable[int]]
 Save = Callable[[], Awaitable[None]]
+# Runs when a session of (person, conversation) ends, after the extractors (the
+# handoff note, issue 24).
+Ended = Callable[[int, int], Awaitable[object]]
 # Whether the person has turns older than this message that are not processed yet.
 Behind = Callable[[int, int], Awaitable[bool]]
 
@@ -51,6 +55,7 @@ class Sessions:
         catch_up_s: float,
         close_s: float = 0.0,
         behind: Behind | None = None,
+        on_end: Sequence[Ended] = (),
     ) -> None:
         self.extractors = list(extractors)
         self.save = save
@@ -58,6 +63,7 @@ class Sessions:
         self.catch_up_s = catch_up_s
         self.close_s = close_s
         self.behind = behind
+        self.on_end = list(on_end)
         self._open: dict[int, _Open] = {}
         # One flush per person at a time; a second request waits for it (and then
         # finds little or nothing left).
@@ -120,9 +126,11 @@ class Sessions:
         if found.timer is not None:
             found.timer.cancel()
         log.debug("session of conversation %d ended (%s): flush", conversation_id, why)
-        self._flush(found.person_id, save=True)
+        self._flush(found.person_id, save=True, conversation_id=conversation_id)
 
-    def _flush(self, person_id: int, *, save: bool) -> asyncio.Task[int]:
+    def _flush(
+        self, person_id: int, *, save: bool, conversation_id: int | None = None
+    ) -> asyncio.Task[int]:
         running = self._flushing.get(person_id)
         if running is not None and not running.done():
             if not save:
@@ -132,7 +140,8 @@ class Sessions:
         else:
             previous = None
         task = asyncio.create_task(
-            self._run_flush(previous, person_id, save), name=f"session-flush-{person_id}"
+            self._run_flush(previous, person_id, save, conversation_id),
+            name=f"session-flush-{person_id}",
         )
         self._flushing[person_id] = task
         self._tasks.add(task)
@@ -140,7 +149,11 @@ class Sessions:
         return task
 
     async def _run_flush(
-        self, previous: asyncio.Task[int] | None, person_id: int, save: bool
+        self,
+        previous: asyncio.Task[int] | None,
+        person_id: int,
+        save: bool,
+        conversation_id: int | None = None,
     ) -> int:
         if previous is not None:
             await asyncio.wait({previous})
@@ -151,6 +164,16 @@ class Sessions:
             except Exception:
                 # The backlog stays in the store: the nightly catch-up reads it.
                 log.exception("session flush of person %d: an extractor failed", person_id)
+        if conversation_id is not None:
+            for ended in self.on_end:
+                try:
+                    await ended(person_id, conversation_id)
+                except Exception:
+                    # The messages stay stored: a later session's note covers them.
+                    log.exception(
+                        "session end of conversation %d: a session-end writer failed",
+                        conversation_id,
+                    )
         if save and self.save is not None:
             try:
                 await self.save()

@@ -453,3 +453,28 @@ async def test_a_weekly_run_stopped_mid_way_is_finished_by_the_next(
     counts = await weekly(ctx_for(service, batch=2))
     assert counts["categorised"] == 3  # the rest, nothing twice
     assert {(await item(store, i)).category for i in ids} == {"work"}
+
+
+async def test_the_weekly_job_rebuilds_the_profile_from_its_summaries(
+    service: MemoryService, store: Store, address: Address
+) -> None:
+    from gateway.config import ContinuityConfig
+    from memory.continuity.profile import ProfileBook
+
+    person = address.person_id
+    ids = [
+        await add(service, person, t, days_ago=3)
+        for t in ("I work as a nurse on the night shift", "My manager approved my holiday")
+    ]
+    counts = await weekly(ctx_for(service), ContinuityConfig(profile_budget_tokens=120))
+    assert counts["profiles"] == 1
+    profile = await ProfileBook(store, ContinuityConfig()).latest(person)
+    assert profile is not None
+    assert profile.tokens <= 120
+    nurse = next(line for line in profile.lines if "nurse" in line.text)
+    assert nurse.sources[0].startswith("summary:")
+    assert f"item:{ids[0]}" in nurse.sources
+    # Nothing changed: no new version.
+    assert (await weekly(ctx_for(service), ContinuityConfig(profile_budget_tokens=120)))[
+        "profiles"
+    ] == 0

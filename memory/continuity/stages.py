@@ -3,7 +3,7 @@ listener after each turn that reads the person's message with the rules.
 
 Both blocks go into the PERSONA block, which is the cached prefix, after the
 lessons' (the composition root adds these stages right after the lessons stage):
-persona → lessons → (profile) → working memory → (handoff) → decisions, then the
+persona → lessons → profile → working memory → handoff → decisions, then the
 observations. Their text has dates and whole days only, so the prefix changes when
 a focus or decision does (or, for the focus's age, once a day), not every turn.
 """
@@ -19,7 +19,9 @@ from gateway.errors import InputError
 from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
 from gateway.store import Store
 from memory.continuity.book import ContinuityBook, TextEmbedder
+from memory.continuity.handoff import HandoffBook, HandoffNote
 from memory.continuity.models import Origin
+from memory.continuity.profile import ProfileBook
 from memory.continuity.rules import (
     content_words,
     decisions_of,
@@ -29,6 +31,7 @@ from memory.continuity.rules import (
     reverses,
     tags_of,
 )
+from memory.utility import UtilityModel
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,39 @@ class FocusStage:
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
         state = await self.book.focus(turn.person_id, turn.received_at)
         draft.add(BlockKind.PERSONA, self.book.render_focus(state))
+
+
+@dataclass(frozen=True)
+class ProfileStage:
+    """The curated profile: after the lessons, before working memory."""
+
+    profiles: ProfileBook
+
+    @property
+    def name(self) -> str:
+        return "profile"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        draft.add(
+            BlockKind.PERSONA, self.profiles.render(await self.profiles.latest(turn.person_id))
+        )
+
+
+@dataclass(frozen=True)
+class HandoffStage:
+    """The person's newest handoff note (any channel): after working memory, before
+    the decisions."""
+
+    handoffs: HandoffBook
+
+    @property
+    def name(self) -> str:
+        return "handoff"
+
+    async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
+        draft.add(
+            BlockKind.PERSONA, self.handoffs.render(await self.handoffs.latest(turn.person_id))
+        )
 
 
 @dataclass(frozen=True)
@@ -141,12 +177,27 @@ class ContinuityParts:
     """Built once by the composition root: the two context stages and the listener."""
 
     book: ContinuityBook
+    handoffs: HandoffBook
+    profiles: ProfileBook
 
     @property
-    def context_stages(self) -> list[FocusStage | DecisionsStage]:
-        # Working memory before decisions: the issue's fixed order (a handoff stage,
-        # when there is one, goes between them).
-        return [FocusStage(self.book), DecisionsStage(self.book)]
+    def context_stages(self) -> list[ProfileStage | FocusStage | HandoffStage | DecisionsStage]:
+        # The issue's fixed order after the lessons: profile → working memory → last
+        # handoff → decisions (the observations come after, from the persona loop).
+        stages: list[ProfileStage | FocusStage | HandoffStage | DecisionsStage] = []
+        if self.book.config.profile_enabled:
+            stages.append(ProfileStage(self.profiles))
+        stages.append(FocusStage(self.book))
+        if self.book.config.handoff_enabled:
+            stages.append(HandoffStage(self.handoffs))
+        stages.append(DecisionsStage(self.book))
+        return stages
+
+    async def session_ended(self, person_id: int, conversation_id: int) -> HandoffNote | None:
+        """For ``Sessions(on_end=...)``: the session's handoff note."""
+        if not self.book.config.handoff_enabled:
+            return None
+        return await self.handoffs.session_ended(person_id, conversation_id)
 
     @property
     def after_stage(self) -> ContinuityListenStage:
@@ -154,6 +205,13 @@ class ContinuityParts:
 
 
 def build_continuity(
-    config: ContinuityConfig, store: Store, embedder: TextEmbedder | None = None
+    config: ContinuityConfig,
+    store: Store,
+    embedder: TextEmbedder | None = None,
+    utility: UtilityModel | None = None,
 ) -> ContinuityParts:
-    return ContinuityParts(ContinuityBook(store, config, embedder))
+    return ContinuityParts(
+        ContinuityBook(store, config, embedder),
+        HandoffBook(store, config, utility),
+        ProfileBook(store, config),
+    )

@@ -26,6 +26,8 @@ def job_bodies(config: Config | None = None) -> dict[str, JobBody]:
     return {
         "hourly": hourly,
         "nightly": functools.partial(nightly, settings=settings),
-        "weekly": weekly,
+        "weekly": functools.partial(
+            weekly, continuity=config.continuity if config is not None else None
+        ),
         "monthly": monthly,
     }

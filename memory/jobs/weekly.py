@@ -12,6 +12,8 @@
 4. The archived items not yet summed up are clustered by similarity; each
    cluster of ``insight_min_items`` or more becomes one insight item linked to
    its sources (``source_item_ids``).
+5. Each person's curated profile is rebuilt from those summaries and the
+   observations (memory/continuity/profile.py, issue 24), capped at its budget.
 
 Every step reads what is left to do from the store and commits per batch, so a
 run killed mid-way is finished by the next one; a dry run only lists.
@@ -24,7 +26,9 @@ from datetime import timedelta
 
 import numpy as np
 
+from gateway.config import ContinuityConfig
 from memory.categories import CATEGORIES, Category, categorise
+from memory.continuity.profile import ProfileBook
 from memory.jobs import queries
 from memory.jobs.base import Counts, JobContext
 from memory.jobs.insights import make_insights
@@ -44,8 +48,14 @@ DOMAINS: tuple[Category, ...] = (
 )
 
 
-async def weekly(ctx: JobContext) -> Counts:
-    counts: Counts = {"categorised": 0, "summaries": 0, "archived": 0, "insights": 0}
+async def weekly(ctx: JobContext, continuity: ContinuityConfig | None = None) -> Counts:
+    counts: Counts = {
+        "categorised": 0,
+        "summaries": 0,
+        "archived": 0,
+        "insights": 0,
+        "profiles": 0,
+    }
     counts["categorised"] = await backfill_categories(ctx)
     # Archived first: a summary is of what stays active after this run.
     counts["archived"] = await archive_by_ttl(ctx)
@@ -58,8 +68,25 @@ async def weekly(ctx: JobContext) -> Counts:
     for done, person_id in enumerate(people):
         counts["insights"] += await make_insights(ctx, person_id)
         ctx.progress(len(people) + done + 1, 2 * len(people))
+    # 5. The curated profile, from the summaries just written (memory/continuity/profile.py).
+    counts["profiles"] = await rebuild_profiles(ctx, people, continuity or ContinuityConfig())
     log.info("weekly upkeep: %s", counts)
     return counts
+
+
+async def rebuild_profiles(ctx: JobContext, people: list[int], continuity: ContinuityConfig) -> int:
+    """Rebuild each person's profile; how many changed (a dry run: none written)."""
+    if not continuity.profile_enabled:
+        return 0
+    book = ProfileBook(ctx.service.store, continuity)
+    changed = 0
+    for person_id in people:
+        if ctx.dry_run:
+            ctx.would(f"rebuild the profile of person {person_id}")
+            continue
+        if await book.rebuild(person_id, ctx.now):
+            changed += 1
+    return changed
 
 
 async def backfill_categories(ctx: JobContext) -> int:

@@ -16,6 +16,7 @@ from web.panel import (
     cost,
     drift,
     focus,
+    handoff,
     lessons,
     memory,
     observations,
@@ -42,6 +43,7 @@ PAGES = (
     turns,
     cost,
     focus,
+    handoff,
 )
 
 

@@ -10,6 +10,7 @@ import memory.models  # noqa: F401  (memory tables on the same metadata)
 import persona.models  # noqa: F401  (persona tables on the same metadata)
 from gateway.store import cost_models as _costs  # noqa: F401  (turn costs, issue 22)
 from gateway.store.models import Base
+from memory.continuity import handoff_models as _handoffs  # noqa: F401  (handoff, profile: issue 24)
 from memory.continuity import models as _continuity  # noqa: F401  (focus, decisions: issue 24)
 from memory.triggers import models as _triggers  # noqa: F401  (forward triggers, issue 22)
 
