@@ -509,6 +509,18 @@ class MemoryConfig:
     # Insight items (one sentence for a cluster of archived items, weekly upkeep).
     quota_insight: Share = 0.2
     half_life_hours_insight: PositiveFloat = 4320.0
+    # The memory tree (memory/tree/, issue 23): clusters, topics and a root over the
+    # person's items, packed for broad questions ("what have I been up to?").
+    tree: bool = True
+    # A cluster past this many leaves splits (GaussianMixture, BIC); a topic groups
+    # about this many clusters.
+    tree_cluster_max: PositiveInt = 12
+    tree_topic_max: PositiveInt = 6
+    # A new leaf joins the second nearest cluster too when within this cosine of the first.
+    tree_soft_margin: Share = 0.05
+    # One speaker's episodes of one day become one leaf (a note), for stores that hold
+    # conversation but few extracted items.
+    tree_episode_notes: bool = True
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]
