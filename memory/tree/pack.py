@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from memory.tree.build import Quote
-from memory.tree.service import NodeView
+from memory.tree.service import EXTRACTIVE, NodeView
 
 FLAT_SPREAD = 0.05
 _BROAD = re.compile(
@@ -110,14 +110,15 @@ def broad_pack(
     chosen_root: list[str] = []
     credited: list[int] = []
     path = ["root"]
-    for q in root.quotes[:2]:
+    extractive = root.model == EXTRACTIVE
+    for q in root.quotes[:2] if extractive else []:
         line = f"- {q.render()}"
         if mine(q) and _fits(used, line, budget_chars):
             chosen_root.append(line)
             used += len(line) + 1
             credited.append(q.item_id)
-    if not root.quotes and root.summary:
-        # An abstractive root: shown, credits nothing.
+    if not extractive and root.summary:
+        # An abstractive (or hand-corrected) root: shown, credits nothing.
         line = f"- {root.summary.splitlines()[0]}"
         if _fits(used, line, budget_chars):
             chosen_root.append(line)

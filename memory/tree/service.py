@@ -385,6 +385,28 @@ class MemoryTree:
                 )
             )
         written = 0
+        # The utility model writes abstractive summaries in the nightly rebuild only, and
+        # only for nodes whose members' quotes changed (the cost is bounded by what
+        # changed, and the reply's path never waits on a model): between rebuilds, a
+        # touched node carries its extractive summary.
+        abstracts: dict[str, tuple[str, str]] = {}
+        if reason == "rebuild" and self._utility() is not None:
+            old = await self.nodes(person_id)
+            for key, level, _, _, quotes, _, _ in specs:
+                known = old.get(key)
+                basis = [q.as_list() for q in quotes]
+                if level == 0:
+                    continue
+                if (
+                    known is not None
+                    and known.model != EXTRACTIVE
+                    and [q.as_list() for q in known.quotes] == basis
+                ):
+                    abstracts[key] = (known.summary, known.model)
+                    continue
+                abstract = await self._abstract(quotes)
+                if abstract is not None:
+                    abstracts[key] = abstract
         async with self.store.session() as session:
             existing = {
                 row.key: row
@@ -393,15 +415,12 @@ class MemoryTree:
                 ).all()
             }
             for key, level, children, items, quotes, first, last in specs:
-                summary = "\n".join(q.render() for q in quotes)
-                model = EXTRACTIVE
+                # The quotes are kept as the summary's basis either way; the pack quotes
+                # them only from an extractive node (an abstractive one credits nothing).
                 stored_quotes = [q.as_list() for q in quotes]
-                if level > 0:
-                    abstract = await self._abstract(quotes)
-                    if abstract is not None:
-                        # An abstractive summary credits nothing: it quotes no turn.
-                        summary, model = abstract
-                        stored_quotes = []
+                summary, model = abstracts.get(
+                    key, ("\n".join(q.render() for q in quotes), EXTRACTIVE)
+                )
                 row = existing.pop(key, None)
                 if row is None:
                     row = TreeNode(
@@ -414,7 +433,11 @@ class MemoryTree:
                 )
                 row.child_keys = children
                 row.first_at, row.last_at = first, last
-                changed = row.summary != summary or list(row.item_ids or []) != items
+                changed = (
+                    row.summary != summary
+                    or row.model != model
+                    or list(row.item_ids or []) != items
+                )
                 row.item_ids = items
                 if row.corrected:
                     # A person's correction outlives rebuilds: only the members change.
