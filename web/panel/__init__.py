@@ -22,6 +22,7 @@ from web.panel import (
     overview,
     persona,
     system,
+    tree,
     triggers,
     turns,
     upkeep,
@@ -42,6 +43,7 @@ PAGES = (
     turns,
     cost,
     focus,
+    tree,
 )
 
 

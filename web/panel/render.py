@@ -41,6 +41,7 @@ NAV = (
     NavItem("/panel/upkeep", "Upkeep"),
     NavItem("/panel/cost", "Cost"),
     NavItem("/panel/focus", "Focus"),
+    NavItem("/panel/tree", "Tree"),
 )
 
 
