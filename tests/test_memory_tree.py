@@ -55,7 +55,12 @@ def embedder() -> SentenceEmbedder:
 def memory_config(tmp_path: Path) -> Config:
     return make_config(
         tmp_path,
-        memory={"embedder": "minilm", "tree_cluster_max": 4, "tree_topic_max": 2},
+        memory={
+            "embedder": "minilm",
+            "tree": True,
+            "tree_cluster_max": 4,
+            "tree_topic_max": 2,
+        },
     )
 
 

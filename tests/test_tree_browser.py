@@ -22,7 +22,13 @@ pytestmark = [pytest.mark.slow, requires_chromium]
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
     return make_config(
-        tmp_path, memory={"embedder": "minilm", "tree_cluster_max": 4, "tree_topic_max": 2}
+        tmp_path,
+        memory={
+            "embedder": "minilm",
+            "tree": True,
+            "tree_cluster_max": 4,
+            "tree_topic_max": 2,
+        },
     )
 
 

@@ -252,6 +252,14 @@ class MemoryTree:
         clusters = {k: n for k, n in old.items() if n.level == 1}
         members = {k: [c for c in n.child_keys if c in by_key] for k, n in clusters.items()}
         touched: set[str] = set()
+        keys = [k for k in members if members[k]]
+        # Each cluster's centroid once, then kept as a running sum as leaves join
+        # (not recomputed from every member per new leaf).
+        sums = (
+            np.stack([np.sum([by_key[c].vector for c in members[k]], axis=0) for k in keys])
+            if keys
+            else np.zeros((0, 1), np.float32)
+        )
         for key, leaf in by_key.items():
             known = old.get(key)
             if known is not None:
@@ -259,14 +267,13 @@ class MemoryTree:
                     # A note that grew (a later turn of the same day): its clusters change.
                     touched.update(known.parent_keys)
                 continue
-            keys = [k for k in members if members[k]]
             if not keys:
                 continue
-            centroids = np.stack(
-                [tb.unit(np.mean([by_key[c].vector for c in members[k]], axis=0)) for k in keys]
-            )
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            centroids = (sums / np.where(norms == 0, 1, norms)).astype(np.float32)
             for row in tb.nearest(leaf.vector, centroids, self.config.tree_soft_margin):
                 members[keys[row]].append(key)
+                sums[row] += leaf.vector
                 touched.add(keys[row])
         if not touched:
             return None
