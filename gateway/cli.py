@@ -357,6 +357,7 @@ def _add_bench_locomo(bench_sub: argparse._SubParsersAction[argparse.ArgumentPar
         metavar="KEY=VALUE",
         help="a [memory] setting for this run, repeatable (default: the built-in [memory])",
     )
+    locomo.add_argument("--tree", choices=("on", "off"), default="on", help="the memory tree")
     with_json(locomo)
 
 

@@ -512,6 +512,19 @@ class MemoryConfig:
     # `agentgw memory import` refuses a file bigger than this (bytes): an export is
     # read whole, so a 2 GB file would need several times that in memory.
     import_max_bytes: PositiveInt = 2_147_483_648
+    # The memory tree (memory/tree/, issue 23): clusters, topics and a root over the
+    # person's items, packed for broad questions ("what have I been up to?"). Off by
+    # default until its cost at 100k items is measured (an update reads the leaves whole).
+    tree: bool = False
+    # A cluster past this many leaves splits (GaussianMixture, BIC); a topic groups
+    # about this many clusters.
+    tree_cluster_max: PositiveInt = 12
+    tree_topic_max: PositiveInt = 6
+    # A new leaf joins the second nearest cluster too when within this cosine of the first.
+    tree_soft_margin: Share = 0.05
+    # One speaker's episodes of one day become one leaf (a note), for stores that hold
+    # conversation but few extracted items.
+    tree_episode_notes: bool = True
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -22,11 +23,22 @@ from numpy.typing import NDArray
 
 from gateway.clock import local, local_day
 from gateway.errors import StoreError
+from gateway.tokens import estimate_tokens
 from gateway.usage import charge_embedding
 from memory import repo
 from memory.index import PersonIndex
 from memory.models import MemoryTrace
-from memory.pack import Candidate, MemoryView, PackResult, search_text, select
+from memory.pack import (
+    CHARS_PER_TOKEN,
+    FOOTER,
+    HEADER,
+    Candidate,
+    MemoryView,
+    PackResult,
+    PackSettings,
+    search_text,
+    select,
+)
 from memory.state import (
     ANCHOR_SPAN,
     Pack,
@@ -34,6 +46,7 @@ from memory.state import (
     day_bounds,
 )
 from memory.timeparse import TimeWindow, find_anchor, resolve_window
+from memory.tree.pack import broad_pack, classify
 from memory.writes import Writes
 
 # The service's one logger name, as before the split (log configs and tests name it).
@@ -138,6 +151,9 @@ class Recall(Writes):
             self._best_hits(ann, found_sources.lexical),
             assemble_and_select,
         )
+        tree_notes: dict[str, object] = {}
+        if self.config.tree and self.tree.packing:
+            result, tree_notes = await self._tree_pack(request, result, settings, ann)
         timings["pack_ms"] = (time.perf_counter() - started) * 1000
         if self.config.store_traces:
             self._save_trace(
@@ -160,11 +176,46 @@ class Recall(Writes):
                         "found": found["items"],
                         "in_history": found["in_history"],
                         "timings_ms": {k: round(v, 2) for k, v in timings.items()},
+                        **tree_notes,
                     },
                 ),
                 result,
             )
         return Pack(result.text, result.tokens, result.kept, result, window, timings)
+
+    async def _tree_pack(
+        self,
+        request: PackRequest,
+        result: PackResult,
+        settings: PackSettings,
+        ann: list[tuple[int, float]],
+    ) -> tuple[PackResult, dict[str, object]]:
+        """The tree's pack when the query is broad (memory/tree/pack.py); else the flat
+        one, the mode in the trace either way."""
+        names = await self.speakers(request.person_id)
+        mode = classify(request.text, names, [s for _, s in ann])
+        notes: dict[str, object] = {"tree": {"mode": mode.name, "why": mode.why}}
+        if mode.name != "broad":
+            return result, notes
+        nodes = await self.tree.nodes(request.person_id)
+        named = {n for n in names if re.search(rf"\b{re.escape(n)}\b", request.text, re.I)}
+        frame = len(HEADER) + len(FOOTER) + 1
+        budget = settings.budget_tokens * CHARS_PER_TOKEN - frame
+        notes_text = "".join(f"{n}\n" for n in request.notes)
+        broad = broad_pack(nodes, named, budget - len(notes_text))
+        if broad is None or not broad.lines:
+            return result, notes
+        text = HEADER + notes_text + "\n".join(broad.lines) + "\n" + FOOTER
+        notes["tree"] = {"mode": mode.name, "why": mode.why, "path": broad.path}
+        packed = replace(
+            result,
+            text=text,
+            tokens=estimate_tokens(text),
+            kept=tuple(broad.credited),
+            recollections=(),
+            kept_message_ids=frozenset(),
+        )
+        return packed, notes
 
     async def _query_and_ann(
         self,

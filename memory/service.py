@@ -107,6 +107,7 @@ class MemoryService(Upkeep):
         return service
 
     async def aclose(self) -> None:
+        await self.tree.aclose()
         if self._reembed_task is not None:
             # What it embedded is stored; the next start goes on from there.
             self._reembed_task.cancel()

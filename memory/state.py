@@ -30,6 +30,7 @@ from memory.pack import PackResult, PackSettings
 from memory.repo import NewItem
 from memory.score import ScoreWeights
 from memory.timeparse import TimeWindow
+from memory.tree.service import MemoryTree
 from memory.types import ItemStatus, ItemType
 from memory.utility import UtilityModel
 
@@ -224,6 +225,8 @@ class ServiceState:
         self.zones = zones if zones is not None else PersonZones(None, UTC)
         self.settings = pack_settings(config)
         self.decay = decay_policy(config)
+        # The memory tree (memory/tree/): updated off the reply's path after writes.
+        self.tree = MemoryTree(store, config, self.zones, lambda: self.utility)
         self._indexes: dict[int, PersonIndex] = {}
         self._opening: dict[int, asyncio.Lock] = {}
         # Who speaks in each person's conversations (first names), for search_text.

@@ -83,6 +83,11 @@ class Writes(Validity):
                     self._used(person_id)
         # Stored and indexed first: ending an older statement never loses the new one.
         await self.apply_validity(ids, items)
+        if self.config.tree and matrix is not None:
+            # The tree places the new leaves later, off the reply's path (memory/tree/).
+            self.tree.schedule(
+                sorted({i.person_id for i in items if i.status is ItemStatus.ACTIVE})
+            )
         return ids
 
     def _categorised(self, items: Sequence[NewItem]) -> Sequence[NewItem]:

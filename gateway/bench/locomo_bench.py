@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from gateway.bench import locomo_broad
 from gateway.bench.report import Target, print_verdicts, progress
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
@@ -316,7 +317,12 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
         embedder = await asyncio.to_thread(load_embedder, config.memory)
         store, service, conversations, ingest_s = await prepare(config, files, embedder)
         try:
+            tree: dict[str, Any] = {}
+            if config.memory.tree:
+                tree = await build_trees(service, conversations)
             result = await evaluate(store, service, conversations, budget)
+            result |= await broad(service, files, conversations, tree_on=config.memory.tree)
+            result |= tree
         finally:
             await service.aclose()
             await store.close()
@@ -345,6 +351,51 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
     }
 
 
+async def build_trees(
+    service: MemoryService, conversations: Sequence[tuple[Conversation, int]]
+) -> dict[str, Any]:
+    """The trees, as the nightly job rebuilds them (after the incremental updates the
+    ingest queued have run): build seconds and node count."""
+    await service.tree.idle()
+    started = time.perf_counter()
+    for _, person_id in conversations:
+        await service.tree.rebuild(person_id)
+    seconds = time.perf_counter() - started
+    nodes = sum([len(await service.tree.nodes(p)) for _, p in conversations])
+    return {"tree_build_seconds": round(seconds, 2), "tree_nodes": nodes}
+
+
+async def broad(
+    service: MemoryService,
+    files: Sequence[Path],
+    conversations: Sequence[tuple[Conversation, int]],
+    *,
+    tree_on: bool,
+) -> dict[str, Any]:
+    """Session coverage of the broad questions, flat (the tree's pack switched off in
+    the same store) and with the tree (gateway/bench/locomo_broad.py)."""
+    rows = [
+        (
+            path,
+            c.speaker_a,
+            c.speaker_b,
+            [(t.dia_id, t.speaker, t.text) for t in c.turns],
+            person_id,
+            c.asked_at,
+        )
+        for path, (c, person_id) in zip(files, conversations, strict=True)
+    ]
+    service.tree.packing = False
+    try:
+        flat = await locomo_broad.coverage(service, rows)
+    finally:
+        service.tree.packing = True
+    out: dict[str, Any] = {"broad_session_coverage_flat": flat}
+    if tree_on:
+        out["broad_session_coverage"] = await locomo_broad.coverage(service, rows)
+    return out
+
+
 def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
     overrides = {}
     for pair in pairs:
@@ -361,7 +412,10 @@ def main(args: argparse.Namespace) -> int:
     files = sorted(Path(args.data).glob("conv-*.json"))
     if not files:
         raise ConfigError(f"no conv-*.json in {args.data}")
-    result = asyncio.run(run(files, args.budget, parse_overrides(args.set or [])))
+    overrides = parse_overrides(args.set or [])
+    # The memory tree (issue 23) on or off for the whole run.
+    overrides["tree"] = "true" if getattr(args, "tree", "on") == "on" else "false"
+    result = asyncio.run(run(files, args.budget, overrides))
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -15,6 +15,7 @@ and a dry run changes nothing but lists each merge and promotion it would make.
    nothing).
 3. Extract: each registered extractor (the observer, registered by the app)
    processes the stored turns it has not processed.
+4. Rebalance: each person's memory tree is rebuilt whole (issue 23).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from memory import repo
 from memory.jobs import merge
 from memory.jobs.base import Counts, JobContext
 from memory.models import MemoryItem, MemoryPromotion, MemoryTrace
+from memory.tree import job as tree_job
 from memory.types import ItemStatus, ItemType
 
 log = logging.getLogger(__name__)
@@ -48,11 +50,14 @@ async def nightly(ctx: JobContext, settings: UpkeepJobsConfig | None = None) -> 
     merged, conflicts = await merge_duplicates(ctx, knobs.merge_cosine)
     promoted = await promote_used(ctx, knobs.promote_step, knobs.promote_max)
     extracted = await extract_backlog(ctx)
+    # 4. The memory trees rebuilt whole (memory/tree/job.py), after the merges.
+    rebalanced = await tree_job.rebalance(ctx)
     return {
         "merged": merged,
         "promoted": promoted,
         "extracted": extracted,
         "conflicts": conflicts,
+        "tree_rebalanced": rebalanced,
     }
 
 

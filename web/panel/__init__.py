@@ -23,6 +23,7 @@ from web.panel import (
     overview,
     persona,
     system,
+    tree,
     triggers,
     turns,
     upkeep,
@@ -44,6 +45,7 @@ PAGES = (
     cost,
     focus,
     handoff,
+    tree,
 )
 
 

@@ -42,6 +42,7 @@ NAV = (
     NavItem("/panel/cost", "Cost"),
     NavItem("/panel/focus", "Focus"),
     NavItem("/panel/handoff", "Handoff"),
+    NavItem("/panel/tree", "Tree"),
 )
 
 

@@ -6,7 +6,8 @@ from alembic import context
 from sqlalchemy import Connection, create_engine
 
 import memory.jobs.models  # the upkeep calendar's tables
-import memory.models  # noqa: F401  (memory tables on the same metadata)
+import memory.models
+import memory.tree.models  # noqa: F401  (the memory tree's tables)
 import persona.models  # noqa: F401  (persona tables on the same metadata)
 from gateway.store import cost_models as _costs  # noqa: F401  (turn costs, issue 22)
 from gateway.store.models import Base

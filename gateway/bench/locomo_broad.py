@@ -1,0 +1,79 @@
+"""The broad-question part of ``agentgw bench locomo`` (issue 23).
+
+For each conversation and speaker, "What has {speaker} been up to?" and "What
+do you know about {speaker}?" are asked a day after the last session. A
+session *in which the speaker had events* (LoCoMo's ``events_session_N``, read
+only to know which sessions count, never fed to the store) is represented
+when the pack holds the whole text of one of the speaker's turns of that
+session, or a sentence of at least 8 words quoted verbatim from one (an
+extractive node counts, a paraphrase does not). ``session coverage`` is the
+mean over questions of the share of those sessions represented.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from memory.service import MemoryService, PackRequest
+
+# (file, speaker a, speaker b, turns as (dia_id, speaker, text), person id, asked at)
+Broad = tuple[Path, str, str, Sequence[tuple[str, str, str]], int, datetime]
+QUESTIONS = ("What has {speaker} been up to?", "What do you know about {speaker}?")
+MIN_WORDS = 8
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_SESSION = re.compile(r"D(\d+):")
+
+
+def event_sessions(path: Path, speaker: str) -> set[int]:
+    """The sessions (present in the file) in which ``speaker`` had events."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    found = set()
+    n = 1
+    while f"session_{n}" in data:
+        events = data.get(f"events_session_{n}") or {}
+        if events.get(speaker):
+            found.add(n)
+        n += 1
+    return found
+
+
+def represented(
+    pack: str, turns: Sequence[tuple[str, str, str]], speaker: str, session: int
+) -> bool:
+    """Whether ``pack`` quotes one of ``speaker``'s turns of ``session`` (whole, or a
+    sentence of at least ``MIN_WORDS`` words)."""
+    for dia_id, who, text in turns:
+        match = _SESSION.match(dia_id)
+        if who != speaker or match is None or int(match.group(1)) != session:
+            continue
+        if text in pack:
+            return True
+        for sentence in _SENTENCE.split(text):
+            if len(sentence.split()) >= MIN_WORDS and sentence.strip() in pack:
+                return True
+    return False
+
+
+async def coverage(
+    service: MemoryService,
+    conversations: Sequence[Broad],
+) -> float:
+    """Mean session coverage over the broad questions of every conversation and speaker."""
+    shares: list[float] = []
+    for path, speaker_a, speaker_b, turns, person_id, asked_at in conversations:
+        for speaker in (speaker_a, speaker_b):
+            sessions = event_sessions(path, speaker)
+            if not sessions:
+                continue
+            for question in QUESTIONS:
+                pack = await service.build_pack(
+                    PackRequest(person_id, question.format(speaker=speaker), asked_at)
+                )
+                hit = sum(represented(pack.text, turns, speaker, s) for s in sessions)
+                shares.append(hit / len(sessions))
+    return round(statistics.fmean(shares), 4) if shares else 0.0

@@ -1,0 +1,230 @@
+"""Clustering and extractive summaries of the memory tree (pure; run in a worker thread).
+
+Clusters come from scikit-learn's GaussianMixture, the number of components
+chosen by BIC (RAPTOR's recipe), on the leaves' vectors reduced by PCA (a
+mixture over 384 dimensions with a few dozen points is degenerate). The
+assignment is soft: a leaf whose second component's probability is at least
+``SOFT_SHARE`` belongs to both. Summaries without a model are extractive: the
+sentences nearest the TF-IDF centroid of the members, quoted verbatim with their
+dates, preferring sentences of at least ``MIN_QUOTE_WORDS`` words (a quote that
+short says little).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.decomposition import PCA
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.mixture import GaussianMixture
+
+SOFT_SHARE = 0.3
+MIN_QUOTE_WORDS = 8
+# Components tried per clustering (BIC picks among them).
+MAX_COMPONENTS = 12
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A verbatim sentence of one item, with its date and who said it."""
+
+    at: datetime
+    speaker: str
+    text: str
+    item_id: int
+
+    def render(self) -> str:
+        who = f"{self.speaker}: " if self.speaker else ""
+        return f'{self.at.date().isoformat()} {who}"{self.text}"'
+
+    def as_list(self) -> list[object]:
+        return [self.at.isoformat(), self.speaker, self.text, self.item_id]
+
+
+@dataclass
+class Leaf:
+    """Level 0: one memory item, or a note (one speaker's episodes of one day)."""
+
+    key: str
+    item_ids: list[int]
+    quotes: list[Quote]
+    vector: NDArray[np.float32]
+    speaker: str = ""
+
+    @property
+    def first_at(self) -> datetime:
+        return min(q.at for q in self.quotes)
+
+    @property
+    def last_at(self) -> datetime:
+        return max(q.at for q in self.quotes)
+
+
+@dataclass
+class Group:
+    """A node above the leaves: its children's keys and its summary."""
+
+    key: str
+    level: int
+    child_keys: list[str]
+    item_ids: list[int] = field(default_factory=list)
+    quotes: list[Quote] = field(default_factory=list)
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
+
+
+def quotes_of(item_id: int, text: str, at: datetime, speaker: str) -> list[Quote]:
+    return [Quote(at, speaker, s, item_id) for s in sentences(text)] or [
+        Quote(at, speaker, text.strip(), item_id)
+    ]
+
+
+def central(quotes: Sequence[Quote], k: int, *, per_item: int = 1) -> list[Quote]:
+    """The ``k`` quotes nearest the members' TF-IDF centroid (at most ``per_item``
+    from one item), long enough ones first, in date order."""
+    pool = [q for q in quotes if len(q.text.split()) >= MIN_QUOTE_WORDS] or list(quotes)
+    if len(pool) <= 1:
+        return pool[:k]
+    try:
+        matrix = TfidfVectorizer(stop_words="english").fit_transform([q.text for q in pool])
+    except ValueError:  # only stop words
+        return sorted(pool[:k], key=lambda q: q.at)
+    centroid = np.asarray(matrix.mean(axis=0)).ravel()
+    scores = matrix @ centroid
+    order = sorted(range(len(pool)), key=lambda i: (-float(scores[i]), i))
+    chosen: list[Quote] = []
+    taken: dict[int, int] = {}
+    for i in order:
+        q = pool[i]
+        if taken.get(q.item_id, 0) >= per_item:
+            continue
+        chosen.append(q)
+        taken[q.item_id] = taken.get(q.item_id, 0) + 1
+        if len(chosen) == k:
+            break
+    return sorted(chosen, key=lambda q: (q.at, q.item_id))
+
+
+def soft_clusters(vectors: NDArray[np.float32], max_size: int, seed: int = 0) -> list[list[int]]:
+    """Row indices per cluster (a row may be in two); GMM with BIC over PCA."""
+    n = len(vectors)
+    if n <= max_size or n < 4:
+        return [list(range(n))]
+    dims = min(10, n - 2, vectors.shape[1])
+    reduced = PCA(n_components=dims, random_state=seed).fit_transform(vectors)
+    lowest = max(2, -(-n // max_size))
+    highest = max(lowest, min(MAX_COMPONENTS + lowest, n // 2))
+    best: GaussianMixture | None = None
+    best_bic = float("inf")
+    for k in range(lowest, highest + 1):
+        gmm = GaussianMixture(k, covariance_type="diag", random_state=seed, reg_covar=1e-4)
+        gmm.fit(reduced)
+        bic = float(gmm.bic(reduced))
+        if bic < best_bic:
+            best, best_bic = gmm, bic
+    assert best is not None
+    probs = best.predict_proba(reduced)
+    groups: dict[int, list[int]] = {}
+    for row, p in enumerate(probs):
+        order = np.argsort(-p)
+        groups.setdefault(int(order[0]), []).append(row)
+        if len(order) > 1 and p[order[1]] >= SOFT_SHARE:
+            groups.setdefault(int(order[1]), []).append(row)
+    clusters = [sorted(set(g)) for _, g in sorted(groups.items())]
+    # A component still past the limit (BIC preferred a coarse fit) splits again.
+    out: list[list[int]] = []
+    for members in clusters:
+        if len(members) > max_size and len(members) < n:
+            sub = soft_clusters(vectors[members], max_size, seed)
+            out.extend([members[i] for i in s] for s in sub)
+        else:
+            out.append(members)
+    return out
+
+
+def unit(v: NDArray[np.float32]) -> NDArray[np.float32]:
+    norm = float(np.linalg.norm(v))
+    return (v / norm).astype(np.float32) if norm else v.astype(np.float32)
+
+
+@dataclass
+class Built:
+    leaves: list[Leaf]
+    clusters: list[Group]
+    topics: list[Group]
+    root: Group
+
+
+def summarise(group: Group, quotes: Sequence[Quote], k: int) -> None:
+    group.quotes = central(quotes, k)
+
+
+def build(leaves: Sequence[Leaf], cluster_max: int, topic_max: int, *, seed: int = 0) -> Built:
+    """The whole tree over ``leaves``: clusters (level 1), topics (2), the root (3)."""
+    leaves = list(leaves)
+    if not leaves:
+        return Built([], [], [], Group("root", 3, []))
+    matrix = np.stack([leaf.vector for leaf in leaves])
+    clusters: list[Group] = []
+    centres: list[NDArray[np.float32]] = []
+    for n, rows in enumerate(soft_clusters(matrix, cluster_max, seed)):
+        centres.append(unit(matrix[rows].mean(axis=0)))
+        members = [leaves[r] for r in rows]
+        group = Group(
+            f"c:{n}",
+            1,
+            [m.key for m in members],
+            sorted({i for m in members for i in m.item_ids}),
+        )
+        summarise(group, [q for m in members for q in m.quotes], 3)
+        clusters.append(group)
+    centroids = np.stack(centres)
+    topics: list[Group] = []
+    placed: set[int] = set()
+    for n, found in enumerate(soft_clusters(centroids, topic_max, seed)):
+        # A cluster in one topic only: topics partition the clusters (soft below, hard here).
+        rows = [r for r in found if r not in placed]
+        placed.update(rows)
+        if not rows:
+            continue
+        group = Group(
+            f"t:{n}",
+            2,
+            [clusters[r].key for r in rows],
+            sorted({i for r in rows for i in clusters[r].item_ids}),
+        )
+        summarise(group, [q for r in rows for q in clusters[r].quotes], 3)
+        topics.append(group)
+    every = sorted({i for t in topics for i in t.item_ids})
+    root = Group("root", 3, [t.key for t in topics], every)
+    summarise(root, [q for t in topics for q in t.quotes], min(5, max(2, len(topics))))
+    return Built(leaves, clusters, topics, root)
+
+
+def nearest(
+    vector: NDArray[np.float32], centroids: NDArray[np.float32], margin: float
+) -> list[int]:
+    """The nearest cluster, and the second when within ``margin`` cosine of it."""
+    if len(centroids) == 0:
+        return []
+    sims = centroids @ vector
+    order = np.argsort(-sims, kind="stable")
+    chosen = [int(order[0])]
+    if len(order) > 1 and sims[order[1]] >= sims[order[0]] - margin:
+        chosen.append(int(order[1]))
+    return chosen
+
+
+def key_quote(quotes: Sequence[Quote]) -> list[Quote]:
+    """A leaf's one line: the shortest of its three most central long-enough sentences
+    (a broad pack quotes one line per leaf, so a shorter line leaves room for more)."""
+    top = central(quotes, 3)
+    return [min(top, key=lambda q: (len(q.text), q.at))] if top else []

@@ -1,0 +1,208 @@
+"""The memory tree (issue 23) on a real store with the real MiniLM model: incremental
+placement and splits lose no member, a rebuild neither, every summary is kept as a
+version (a correction outlives a rebuild), a broad question packs the tree's topics
+and a specific one the leaves, and the nightly job rebalances."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gateway.config import Config
+from gateway.store import Store
+from gateway.store.repo import Address, resolve_address
+from memory.embed import SentenceEmbedder
+from memory.jobs.base import JobContext
+from memory.jobs.nightly import nightly
+from memory.service import Episode, MemoryService, PackRequest
+from memory.tree.pack import classify
+from memory.tree.service import NodeView
+from tests.conftest import make_config
+
+pytestmark = pytest.mark.slow
+
+START = datetime(2024, 3, 1, 18, 0, tzinfo=UTC)
+# One line a day, four themes, so the tree has several clusters and topics.
+DAYS = [
+    "I baked a sourdough loaf this morning and the crust came out really crisp.",
+    "I ran ten kilometres along the river before work and my knee felt fine.",
+    "I practised the new chord progression on my guitar for an hour tonight.",
+    "My manager asked me to lead the quarterly planning meeting next week.",
+    "I tried a new lasagne recipe with spinach and ricotta for dinner tonight.",
+    "I signed up for the city half marathon in October and started a training plan.",
+    "I learned the opening riff of a blues song on the guitar this evening.",
+    "The planning meeting went well and the team agreed on the new roadmap.",
+    "I made fresh pasta from scratch for the first time with my sister.",
+    "My long run on Sunday was eighteen kilometres and I kept a steady pace.",
+    "I recorded myself playing guitar and the timing was better than last month.",
+    "I finished the budget spreadsheet for the project at work late today.",
+    "I roasted vegetables with rosemary and garlic for a dinner with friends.",
+    "I bought new running shoes because my old pair had worn through the soles.",
+    "My guitar teacher said my fingerpicking has improved a lot this spring.",
+    "A colleague and I presented the roadmap to the directors this afternoon.",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> SentenceEmbedder:
+    return SentenceEmbedder.load()
+
+
+@pytest.fixture
+def memory_config(tmp_path: Path) -> Config:
+    return make_config(
+        tmp_path,
+        memory={
+            "embedder": "minilm",
+            "tree": True,
+            "tree_cluster_max": 4,
+            "tree_topic_max": 2,
+        },
+    )
+
+
+@pytest.fixture
+async def store(memory_config: Config) -> AsyncIterator[Store]:
+    async with Store(memory_config.database_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def address(store: Store) -> Address:
+    return await resolve_address(store, "webchat", "session-a", display_name="Sam")
+
+
+@pytest.fixture
+async def service(
+    store: Store, memory_config: Config, embedder: SentenceEmbedder
+) -> AsyncIterator[MemoryService]:
+    started = MemoryService(
+        store, memory_config.memory, memory_config.data_dir / "memory-index", embedder
+    )
+    yield started
+    await started.aclose()
+
+
+async def say(service: MemoryService, address: Address, day: int) -> list[int]:
+    return await service.ingest(
+        [
+            Episode(
+                person_id=address.person_id,
+                text=DAYS[day],
+                at=START + timedelta(days=day),
+                role="user",
+                speaker="Sam",
+                conversation_id=address.conversation_id,
+            )
+        ]
+    )
+
+
+def check_whole(nodes: dict[str, NodeView], ids: set[int]) -> None:
+    """Every leaf is in a cluster, every cluster in a topic, and the root holds every item."""
+    leaves = {k for k, n in nodes.items() if n.level == 0}
+    clustered = {c for n in nodes.values() if n.level == 1 for c in n.child_keys}
+    assert leaves == clustered
+    clusters = {k for k, n in nodes.items() if n.level == 1}
+    assert clusters == {c for n in nodes.values() if n.level == 2 for c in n.child_keys}
+    assert set(nodes["root"].item_ids) == ids
+    assert set(nodes["root"].child_keys) == {k for k, n in nodes.items() if n.level == 2}
+
+
+async def test_incremental_updates_and_splits_lose_no_member(
+    service: MemoryService, address: Address
+) -> None:
+    ids: set[int] = set()
+    for day in range(6):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    first = await service.tree.nodes(address.person_id)
+    check_whole(first, ids)
+    clusters_before = {k for k, n in first.items() if n.level == 1}
+    # One at a time, as turns come: each joins its nearest cluster(s); a full one splits.
+    for day in range(6, len(DAYS)):
+        ids.update(await say(service, address, day))
+        await service.tree.idle()
+        check_whole(await service.tree.nodes(address.person_id), ids)
+    after = await service.tree.nodes(address.person_id)
+    assert len([n for n in after.values() if n.level == 1]) > len(clusters_before)
+    assert all(len(n.child_keys) <= 4 for n in after.values() if n.level == 1)
+    await service.tree.rebuild(address.person_id)
+    check_whole(await service.tree.nodes(address.person_id), ids)
+
+
+async def test_versions_are_kept_and_a_correction_survives_a_rebuild(
+    service: MemoryService, address: Address
+) -> None:
+    for day in range(8):
+        await say(service, address, day)
+    await service.tree.idle()
+    root = (await service.tree.nodes(address.person_id))["root"]
+    await say(service, address, 8)
+    await service.tree.idle()
+    history = await service.tree.versions(address.person_id, "root")
+    assert len(history) >= 2
+    # The summary before the update is still there, word for word, with who wrote it.
+    assert history[-2]["summary"] == root.summary
+    assert history[-2]["version"] == root.version
+    # The new version records the new member.
+    assert set(history[-1]["item_ids"]) > set(root.item_ids)
+    assert [h["version"] for h in history] == list(range(1, len(history) + 1))
+    assert history[-2]["model"] == "extractive"
+    assert history[-1]["reason"] == "update"
+    version = await service.tree.correct(address.person_id, "root", "Sam cooks, runs and plays.")
+    await say(service, address, 9)
+    await service.tree.idle()
+    await service.tree.rebuild(address.person_id)
+    nodes = await service.tree.nodes(address.person_id)
+    assert nodes["root"].summary == "Sam cooks, runs and plays."
+    history = await service.tree.versions(address.person_id, "root")
+    assert [h["reason"] for h in history if h["version"] == version] == ["correction"]
+
+
+def test_the_query_decides_the_level() -> None:
+    names = {"Sam", "Caroline"}
+    assert classify("What has Caroline been up to?", names).name == "broad"
+    assert classify("What do you know about Sam?", names).name == "broad"
+    assert classify("Sam?", names).name == "broad"
+    assert classify("When did Sam run the half marathon in October?", names).name == "specific"
+    assert classify("What kinds of food does Sam cook?", names).name == "thematic"
+    # A broad cue with a flat similarity spread is broad even with more content words.
+    flat = [0.41, 0.40, 0.40, 0.39, 0.39]
+    assert classify("What is Sam up to with cooking, running and music?", names, flat).name == (
+        "broad"
+    )
+
+
+async def test_a_broad_question_packs_topics_and_a_specific_one_leaves(
+    service: MemoryService, address: Address
+) -> None:
+    for day in range(len(DAYS)):
+        await say(service, address, day)
+    await service.tree.idle()
+    at = START + timedelta(days=30)
+    broad = await service.build_pack(PackRequest(address.person_id, "What has Sam been up to?", at))
+    assert "[topic " in broad.text
+    # One line per day (leaf) within the budget: each theme is there.
+    for words in ("sourdough", "kilometres", "guitar", "roadmap"):
+        assert words in broad.text
+    specific = await service.build_pack(
+        PackRequest(address.person_id, "Which shoes did Sam buy for running?", at)
+    )
+    assert "[topic " not in specific.text
+    assert DAYS[13] in specific.text
+
+
+async def test_the_nightly_job_rebalances_the_tree(
+    service: MemoryService, address: Address
+) -> None:
+    for day in range(6):
+        await say(service, address, day)
+    await service.tree.idle()
+    ctx = JobContext(service, START + timedelta(days=7))
+    counts = await nightly(ctx)
+    assert counts["tree_rebalanced"] == 1
+    assert "root" in await service.tree.nodes(address.person_id)
