@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from gateway.brains.base import BlockKind, Brain
 from gateway.config import LessonsConfig
@@ -119,22 +119,21 @@ class LessonLoop:
     async def scan_verdicts(self, conversation_id: int, person_id: int) -> list[Learned]:
         """Lessons from the conversation's judged mistakes not read yet (each read once)."""
         # Read first: most turns have no new verdict, and then cost no write.
-        async with self.store.reader() as session:
-            through = await session.scalar(
-                select(LessonScan.scanned_through_verdict_id).where(
-                    LessonScan.conversation_id == conversation_id
-                )
+        # One statement, one hop on a reader thread (every turn runs it; issue 28).
+        cursor_of = (
+            select(LessonScan.scanned_through_verdict_id)
+            .where(LessonScan.conversation_id == conversation_id)
+            .scalar_subquery()
+        )
+        query = (
+            select(SyncScoreRow)
+            .where(
+                SyncScoreRow.conversation_id == conversation_id,
+                SyncScoreRow.id > func.coalesce(cursor_of, 0),
             )
-            rows = (
-                await session.scalars(
-                    select(SyncScoreRow)
-                    .where(
-                        SyncScoreRow.conversation_id == conversation_id,
-                        SyncScoreRow.id > (through or 0),
-                    )
-                    .order_by(SyncScoreRow.id)
-                )
-            ).all()
+            .order_by(SyncScoreRow.id)
+        )
+        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
         if not rows:
             return []
         # The lane runs one turn of a conversation at a time: no other writer of its cursor.
