@@ -164,8 +164,9 @@ class CostMeter:
 
     async def _write_cost(self, row: dict[str, Any]) -> None:
         try:
-            async with self.store.session() as session:
-                await session.execute(insert(TurnCost).values(**row))
+            # Plain Core in the store's writer: one hop a turn (issue 28, "CPU per turn").
+            statement = insert(TurnCost).values(**row)
+            await self.store.write(lambda connection: connection.execute(statement))
         except AgentGWError:
             log.exception("budget: could not store the cost of turn %s", row["turn_id"])
 

@@ -14,9 +14,11 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, insert, select, update
 
 from gateway.brains.base import BlockKind, Brain
 from gateway.config import LessonsConfig
@@ -137,13 +139,7 @@ class LessonLoop:
         if not rows:
             return []
         # The lane runs one turn of a conversation at a time: no other writer of its cursor.
-        async with self.store.session() as session:
-            cursor = await session.get(LessonScan, conversation_id)
-            if cursor is None:
-                cursor = LessonScan(conversation_id=conversation_id)
-                session.add(cursor)
-            cursor.scanned_through_verdict_id = rows[-1].id
-            cursor.updated_at = utcnow()
+        await self.store.write(partial(_move_cursor, conversation_id, rows[-1].id, utcnow()))
         found = [(row.reply_message_id, row.status, dict(row.detail), row) for row in rows]
         weak = {row.id: weak_dimensions(row, self.config.judge_mistake_below) for row in rows}
         learned: list[Learned] = []
@@ -224,3 +220,19 @@ def build_lesson_loop(
         supervisor,
         config,
     )
+
+
+def _move_cursor(conversation_id: int, through: int, at: datetime, connection: Connection) -> None:
+    """The conversation's scan cursor set to ``through``: plain Core in the store's
+    writer, one hop (every judged turn moves it; issue 28)."""
+    moved = connection.execute(
+        update(LessonScan)
+        .where(LessonScan.conversation_id == conversation_id)
+        .values(scanned_through_verdict_id=through, updated_at=at)
+    )
+    if not moved.rowcount:
+        connection.execute(
+            insert(LessonScan).values(
+                conversation_id=conversation_id, scanned_through_verdict_id=through, updated_at=at
+            )
+        )
