@@ -182,25 +182,19 @@ class CostMeter:
 
     async def _write_cost(self, row: dict[str, Any]) -> None:
         try:
-            async with self.store.session() as session:
-                dialect = sqlite if self.store.is_sqlite else postgresql
-                statement = dialect.insert(TurnCost).values(**row)
-                # A retried turn (the person's "retry" of a failed one) keeps its id: its
-                # second attempt's spend adds to the first's, which was spent too.
-                added = {
-                    key: getattr(TurnCost, key) + getattr(statement.excluded, key)
-                    for key in _SUMMED
-                }
-                await session.execute(
-                    statement.on_conflict_do_update(
-                        index_elements=["turn_id"],
-                        set_={
-                            **added,
-                            "model": statement.excluded.model,
-                            "mode": statement.excluded.mode,
-                        },
-                    )
-                )
+            dialect = sqlite if self.store.is_sqlite else postgresql
+            inserted = dialect.insert(TurnCost).values(**row)
+            # A retried turn (the person's "retry" of a failed one) keeps its id: its
+            # second attempt's spend adds to the first's, which was spent too.
+            added = {
+                key: getattr(TurnCost, key) + getattr(inserted.excluded, key) for key in _SUMMED
+            }
+            statement = inserted.on_conflict_do_update(
+                index_elements=["turn_id"],
+                set_={**added, "model": inserted.excluded.model, "mode": inserted.excluded.mode},
+            )
+            # Plain Core in the store's writer: one hop a turn (issue 28, "CPU per turn").
+            await self.store.write(lambda connection: connection.execute(statement))
         except AgentGWError:
             log.exception("budget: could not store the cost of turn %s", row["turn_id"])
 

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.orm import Session
 
 from gateway.errors import StoreError
 from gateway.usage import timed_db
@@ -336,6 +337,17 @@ class Store:
                     return await connection.run_sync(work)
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+
+    async def read_orm(self, work: Callable[[Session], T]) -> T:
+        """``read`` with an ORM session on the reader's connection, for per-turn reads
+        that want mapped rows: one hop, where ``reader()`` (aiosqlite) pays several
+        a statement. The rows come back loaded and detached (no lazy loads after)."""
+
+        def run(connection: Connection) -> T:
+            with Session(bind=connection) as session:
+                return work(session)
+
+        return await self.read(run)
 
 
 def _read_only(engine: Engine, work: Callable[[Connection], T]) -> T:

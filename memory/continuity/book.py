@@ -18,11 +18,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
@@ -183,22 +185,9 @@ class ContinuityBook:
     async def focus(self, person_id: int, now: datetime | None = None) -> FocusState | None:
         """The person's focus (faded or not), or None when there is none or it was cleared."""
         now = now or utcnow()
-        async with self.store.reader() as session:
-            last_set = await session.scalar(
-                select(func.max(FocusEntry.id)).where(
-                    FocusEntry.person_id == person_id,
-                    FocusEntry.action.in_((FocusAction.SET, FocusAction.CLEAR)),
-                )
-            )
-            if last_set is None:
-                return None
-            rows = list(
-                await session.scalars(
-                    select(FocusEntry)
-                    .where(FocusEntry.person_id == person_id, FocusEntry.id >= last_set)
-                    .order_by(FocusEntry.id)
-                )
-            )
+        rows = await self.store.read_orm(partial(_focus_rows, person_id))
+        if not rows:
+            return None
         head, updates = rows[0], rows[1:]
         if head.action is FocusAction.CLEAR:
             return None
@@ -323,22 +312,8 @@ class ContinuityBook:
 
     async def decisions(self, person_id: int, last: int | None = None) -> list[DecisionInfo]:
         """The person's decisions, oldest first (the newest ``last`` of them)."""
-        async with self.store.reader() as session:
-            query = (
-                select(Decision).where(Decision.person_id == person_id).order_by(Decision.id.desc())
-            )
-            if last is not None:
-                query = query.limit(last)
-            rows = list(await session.scalars(query))
-            pairs = await session.execute(
-                select(Decision.reverses_id, func.min(Decision.id))
-                .where(
-                    Decision.person_id == person_id,
-                    Decision.reverses_id.in_([row.id for row in rows]),
-                )
-                .group_by(Decision.reverses_id)
-            )
-            later: dict[int | None, int] = {target: by for target, by in pairs}
+        # Every turn's prompt reads these: one hop on a reader thread (issue 28).
+        rows, later = await self.store.read_orm(partial(_decision_rows, person_id, last))
         return [_decision(row, later.get(row.id)) for row in reversed(rows)]
 
     async def reversed_one(
@@ -448,3 +423,42 @@ class ContinuityBook:
         if not shown:
             return ""
         return "\n".join([DECISIONS_HEADER, *reversed(shown)])
+
+
+def _focus_rows(person_id: int, session: Session) -> list[FocusEntry]:
+    """The person's entries from the last set or clear on (none: never set)."""
+    last_set = session.scalar(
+        select(func.max(FocusEntry.id)).where(
+            FocusEntry.person_id == person_id,
+            FocusEntry.action.in_((FocusAction.SET, FocusAction.CLEAR)),
+        )
+    )
+    if last_set is None:
+        return []
+    return list(
+        session.scalars(
+            select(FocusEntry)
+            .where(FocusEntry.person_id == person_id, FocusEntry.id >= last_set)
+            .order_by(FocusEntry.id)
+        )
+    )
+
+
+def _decision_rows(
+    person_id: int, last: int | None, session: Session
+) -> tuple[list[Decision], dict[int | None, int]]:
+    """The person's decisions, newest first (``last`` of them), and which later one
+    reversed each."""
+    query = select(Decision).where(Decision.person_id == person_id).order_by(Decision.id.desc())
+    if last is not None:
+        query = query.limit(last)
+    rows = list(session.scalars(query))
+    pairs = session.execute(
+        select(Decision.reverses_id, func.min(Decision.id))
+        .where(
+            Decision.person_id == person_id,
+            Decision.reverses_id.in_([row.id for row in rows]),
+        )
+        .group_by(Decision.reverses_id)
+    )
+    return rows, {target: by for target, by in pairs}

@@ -74,17 +74,17 @@ async def open_triggers(store: Store, person_id: int, from_day: date) -> list[Tr
 
 
 async def triggers_of_day(store: Store, person_id: int, day: date) -> list[Trigger]:
-    async with store.reader() as session:
-        rows = await session.scalars(
-            select(Trigger)
-            .where(
-                Trigger.person_id == person_id,
-                Trigger.trigger_date == day,
-                Trigger.status != TriggerStatus.CANCELLED,
-            )
-            .order_by(Trigger.id)
+    query = (
+        select(Trigger)
+        .where(
+            Trigger.person_id == person_id,
+            Trigger.trigger_date == day,
+            Trigger.status != TriggerStatus.CANCELLED,
         )
-        return list(rows)
+        .order_by(Trigger.id)
+    )
+    # Every turn's prompt reads this: one hop on a reader thread (issue 28).
+    return await store.read_orm(lambda session: list(session.scalars(query)))
 
 
 async def mark_fired(store: Store, ids: Sequence[int], at: datetime) -> None:

@@ -281,18 +281,17 @@ class LessonBook:
 
     async def for_prompt(self, person_id: int) -> PromptLessons:
         """The lessons of a person's prompt (theirs and the global ones) within the budget."""
-        async with self.store.reader() as session:
-            rows = (
-                await session.scalars(
-                    select(Lesson)
-                    .where(
-                        or_(Lesson.person_id == person_id, Lesson.person_id.is_(None)),
-                        Lesson.enabled.is_(True),
-                        Lesson.replaced_by.is_(None),
-                    )
-                    .order_by(Lesson.id)
-                )
-            ).all()
+        query = (
+            select(Lesson)
+            .where(
+                or_(Lesson.person_id == person_id, Lesson.person_id.is_(None)),
+                Lesson.enabled.is_(True),
+                Lesson.replaced_by.is_(None),
+            )
+            .order_by(Lesson.id)
+        )
+        # Every turn's prompt reads this: one hop on a reader thread (issue 28).
+        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
         own_slots = {r.slot for r in rows if r.person_id is not None and r.slot}
         candidates = [r for r in rows if r.person_id is not None or r.slot not in own_slots]
         # Most-taught first, then newest: what the budget keeps.

@@ -14,9 +14,11 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, func, insert, select, update
 
 from gateway.brains.base import BlockKind, Brain
 from gateway.config import LessonsConfig
@@ -119,32 +121,25 @@ class LessonLoop:
     async def scan_verdicts(self, conversation_id: int, person_id: int) -> list[Learned]:
         """Lessons from the conversation's judged mistakes not read yet (each read once)."""
         # Read first: most turns have no new verdict, and then cost no write.
-        async with self.store.reader() as session:
-            through = await session.scalar(
-                select(LessonScan.scanned_through_verdict_id).where(
-                    LessonScan.conversation_id == conversation_id
-                )
+        # One statement, one hop on a reader thread (every turn runs it; issue 28).
+        cursor_of = (
+            select(LessonScan.scanned_through_verdict_id)
+            .where(LessonScan.conversation_id == conversation_id)
+            .scalar_subquery()
+        )
+        query = (
+            select(SyncScoreRow)
+            .where(
+                SyncScoreRow.conversation_id == conversation_id,
+                SyncScoreRow.id > func.coalesce(cursor_of, 0),
             )
-            rows = (
-                await session.scalars(
-                    select(SyncScoreRow)
-                    .where(
-                        SyncScoreRow.conversation_id == conversation_id,
-                        SyncScoreRow.id > (through or 0),
-                    )
-                    .order_by(SyncScoreRow.id)
-                )
-            ).all()
+            .order_by(SyncScoreRow.id)
+        )
+        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
         if not rows:
             return []
         # The lane runs one turn of a conversation at a time: no other writer of its cursor.
-        async with self.store.session() as session:
-            cursor = await session.get(LessonScan, conversation_id)
-            if cursor is None:
-                cursor = LessonScan(conversation_id=conversation_id)
-                session.add(cursor)
-            cursor.scanned_through_verdict_id = rows[-1].id
-            cursor.updated_at = utcnow()
+        await self.store.write(partial(_move_cursor, conversation_id, rows[-1].id, utcnow()))
         found = [(row.reply_message_id, row.status, dict(row.detail), row) for row in rows]
         weak = {row.id: weak_dimensions(row, self.config.judge_mistake_below) for row in rows}
         learned: list[Learned] = []
@@ -225,3 +220,19 @@ def build_lesson_loop(
         supervisor,
         config,
     )
+
+
+def _move_cursor(conversation_id: int, through: int, at: datetime, connection: Connection) -> None:
+    """The conversation's scan cursor set to ``through``: plain Core in the store's
+    writer, one hop (every judged turn moves it; issue 28)."""
+    moved = connection.execute(
+        update(LessonScan)
+        .where(LessonScan.conversation_id == conversation_id)
+        .values(scanned_through_verdict_id=through, updated_at=at)
+    )
+    if not moved.rowcount:
+        connection.execute(
+            insert(LessonScan).values(
+                conversation_id=conversation_id, scanned_through_verdict_id=through, updated_at=at
+            )
+        )

@@ -42,8 +42,10 @@ async def conversations_behind(
     )
     if person_id is not None:
         query = query.where(Conversation.person_id == person_id)
-    async with store.reader() as session:
-        return [(int(c), int(p)) for c, p in (await session.execute(query)).all()]
+    # Plain reads on a reader thread: one hop (issue 28, "CPU per turn").
+    return await store.read(
+        lambda connection: [(int(c), int(p)) for c, p in connection.execute(query).all()]
+    )
 
 
 def observer_behind(loop: PersonaLoop) -> Callable[[int, int], Awaitable[bool]]:

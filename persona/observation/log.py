@@ -170,17 +170,16 @@ class ObservationLog:
         return ids
 
     async def active(self, person_id: int) -> list[StoredObservation]:
-        async with self.store.reader() as session:
-            rows = (
-                await session.scalars(
-                    select(ObservationRow)
-                    .where(
-                        ObservationRow.person_id == person_id,
-                        ObservationRow.status == ObservationStatus.ACTIVE,
-                    )
-                    .order_by(ObservationRow.observed_at, ObservationRow.id)
-                )
-            ).all()
+        query = (
+            select(ObservationRow)
+            .where(
+                ObservationRow.person_id == person_id,
+                ObservationRow.status == ObservationStatus.ACTIVE,
+            )
+            .order_by(ObservationRow.observed_at, ObservationRow.id)
+        )
+        # Every turn's observations block reads this: one hop on a reader thread (issue 28).
+        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
         return [_stored(row) for row in rows]
 
     async def all(self, person_id: int) -> list[StoredObservation]:
