@@ -24,6 +24,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.prompt import TurnContext, TurnOutcome
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,9 @@ Behind = Callable[[int, int], Awaitable[bool]]
 class _Open:
     person_id: int
     timer: asyncio.TimerHandle | None
+    # What the timer waits for ("idle", "page closed") and how long, to re-arm it.
+    why: str = "idle"
+    after_s: float = 0.0
 
 
 class Sessions:
@@ -96,6 +103,18 @@ class Sessions:
                 self.catch_up_s,
             )
 
+    def turn_ended(self, person_id: int, conversation_id: int) -> None:
+        """A turn's after-turn work is done: the quiet spell counts from here, not from
+        its start (a turn longer than the idle time would end its own session half-way,
+        and the flush would read its message without the reply)."""
+        found = self._open.get(conversation_id)
+        if found is not None:
+            self._touch(person_id, conversation_id, found.after_s, found.why)
+
+    @property
+    def after_stage(self) -> SessionTouch:
+        return SessionTouch(self)
+
     def page_closed(self, conversation_id: int) -> None:
         """A webchat page of the conversation closed: its session ends ``close_s``
         later, unless a turn comes first (a reload or a dropped connection that
@@ -117,7 +136,7 @@ class Sessions:
         timer = None
         if after_s > 0:
             timer = asyncio.get_running_loop().call_later(after_s, self._end, conversation_id, why)
-        self._open[conversation_id] = _Open(person_id, timer)
+        self._open[conversation_id] = _Open(person_id, timer, why, after_s)
 
     def _end(self, conversation_id: int, why: str) -> None:
         found = self._open.pop(conversation_id, None)
@@ -203,3 +222,17 @@ class Sessions:
         if left:
             log.warning("stop: %d session flushes did not finish within %.1f s", len(left), grace_s)
         return not left
+
+
+@dataclass(frozen=True)
+class SessionTouch:
+    """The last after-turn stage: the turn is over, its session's quiet spell starts."""
+
+    sessions: Sessions
+
+    @property
+    def name(self) -> str:
+        return "session"
+
+    async def after_turn(self, turn: TurnContext, outcome: TurnOutcome) -> None:
+        self.sessions.turn_ended(turn.person_id, turn.conversation_id)

@@ -251,3 +251,17 @@ async def test_the_backlog_query_sees_only_unread_conversations(store: Store) ->
     assert await conversations_behind(store, None, inbound.message_id) == []
     await ObservationLog(store).advance(address.conversation_id, inbound.message_id)
     assert await conversations_behind(store, None) == []
+
+
+async def test_the_quiet_spell_counts_from_the_end_of_a_turn_not_its_start() -> None:
+    sessions = Sessions([], None, idle_s=0.4, catch_up_s=0.05)
+    await sessions.before_pack(7, 70, 700)
+    await asyncio.sleep(0.3)  # a slow turn, most of the idle time long
+    sessions.turn_ended(7, 70)
+    await asyncio.sleep(0.2)  # 0.5 s after the turn began, 0.2 s after it ended
+    assert sessions.open_sessions == 1
+    for _ in range(200):
+        if sessions.open_sessions == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert sessions.open_sessions == 0
