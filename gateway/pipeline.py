@@ -20,10 +20,18 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
+from gateway.brains.base import (
+    Brain,
+    BrainRequest,
+    Completion,
+    TextDelta,
+    ToolResult,
+    ToolRound,
+    Usage,
+)
 from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout, EmptyReply
 from gateway.events import (
     LogIds,
@@ -46,6 +54,7 @@ from gateway.prompt import (
 )
 from gateway.store import MessageRole, Store
 from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_turn_values, start_turn
+from gateway.tools import Toolbox, ToolRecord, limit_note, run_call
 from gateway.usage import metering
 
 log = logging.getLogger(__name__)
@@ -82,6 +91,8 @@ class PipelineSettings:
     first_token_timeout_s: float = 30.0
     # A WAITING event this often while the model has sent nothing; 0: none.
     waiting_notice_s: float = 4.0
+    # The model's tool calls per turn (gateway/tools.py); past it the model is told to answer.
+    max_tool_calls: int = 4
 
     @property
     def deadline_s(self) -> float:
@@ -100,9 +111,12 @@ class TurnPipeline:
         hub: ConversationHub,
         settings: PipelineSettings,
         after_stages: Sequence[AfterTurnStage] = (),
+        toolbox: Toolbox | None = None,
     ) -> None:
         self.store = store
         self.brain = brain
+        # Offered only to brains that speak tool calling (not the offline one).
+        self.toolbox = toolbox if getattr(brain, "supports_tools", False) else None
         self.stages = tuple(stages)
         self.after_stages = tuple(after_stages)
         self.hub = hub
@@ -223,7 +237,9 @@ class TurnPipeline:
         try:
             turn = await self._begin(inbound)
             request, pack = await self._prepare(inbound, turn, values)
-            outcome = await self._answer(inbound, request, values, received_perf, streamed, pack)
+            outcome = await self._answer(
+                inbound, request, values, received_perf, streamed, pack, turn
+            )
         except TimeoutError:
             error: AgentGWError = BrainTimeout(
                 f"no complete answer within {self.settings.deadline_s:g} s"
@@ -321,6 +337,7 @@ class TurnPipeline:
         received_perf: float,
         streamed: list[str],
         pack: PackSize | None = None,
+        turn: TurnContext | None = None,
     ) -> TurnOutcome:
         brain_start = time.perf_counter()
         values["prepare_ms"] = (brain_start - received_perf) * 1000
@@ -336,7 +353,7 @@ class TurnPipeline:
         # times out must leave room for the retry that answers.
         with in_stage(StagePhase.BRAIN.value):
             completion = await asyncio.wait_for(
-                self._stream(inbound, request, streamed, brain_start),
+                self._tool_loop(inbound, turn, request, streamed, brain_start, values),
                 timeout=self.settings.deadline_s,
             )
         if not completion.text.strip():
@@ -407,14 +424,103 @@ class TurnPipeline:
                 raise
         self._emit(inbound, StageKind.END, phase, name, time.perf_counter() - started)
 
+    async def _tool_loop(
+        self,
+        inbound: StoredInbound,
+        turn: TurnContext | None,
+        request: BrainRequest,
+        streamed: list[str],
+        brain_start: float,
+        values: dict[str, object],
+    ) -> Completion:
+        """The model's answer, its tool calls run in between (gateway/tools.py).
+
+        Each round streams; a round that ends in tool calls gets their results and the
+        model goes on. Past ``max_tool_calls`` a call is not run: its result tells the
+        model so, and the next request forbids tools (tool_choice none). The reply is
+        all the text the person saw, every round's; the usage is the rounds' sum.
+        """
+        toolbox = self.toolbox
+        if toolbox is None or turn is None:
+            return await self._stream(inbound, request, streamed, brain_start)
+        limit = self.settings.max_tool_calls
+        request = replace(request, tools=toolbox.specs(), tools_allowed=limit > 0)
+        rounds: list[ToolRound] = []
+        records: list[ToolRecord] = []
+        usage = Usage()
+        # One round more than the limit: the answer after the last allowed call.
+        for _ in range(limit + 2):
+            before = len(streamed)
+            completion = await self._stream(
+                inbound, request, streamed, brain_start, first_round=not rounds
+            )
+            usage = _add_usage(usage, completion.usage)
+            if not completion.tool_calls or not request.tools_allowed:
+                # A server that calls tools after being told not to: its text is the answer.
+                return replace(completion, text="".join(streamed), usage=usage, tool_calls=())
+            results: list[ToolResult] = []
+            for call in completion.tool_calls:
+                allowed = len(records) < limit
+                result, record = await run_call(toolbox, turn, call, allowed=allowed, limit=limit)
+                results.append(result)
+                records.append(record)
+                values["tool_calls"] = [r.as_dict() for r in records]
+                await self.hub.publish(
+                    TurnEvent(
+                        TurnEventKind.TOOL,
+                        inbound.address.conversation_id,
+                        inbound.message_id,
+                        text=record.line,
+                        code="error" if record.is_error else "",
+                    )
+                )
+            if streamed[before:] and not streamed[-1].endswith("\n"):
+                # The next round's text starts a new paragraph of the same reply.
+                streamed.append("\n\n")
+                await self._publish_delta(inbound, "\n\n")
+            if len(records) >= limit and results and limit_note(limit) not in results[-1].text:
+                # The model is told with the last result it gets, not only by tool_choice.
+                last = results[-1]
+                results[-1] = replace(last, text=f"{last.text}\n\n{limit_note(limit)}")
+            rounds.append(ToolRound(completion.text, completion.tool_calls, tuple(results)))
+            request = replace(
+                request, tool_rounds=tuple(rounds), tools_allowed=len(records) < limit
+            )
+        raise BrainInterrupted(f"{self.brain.name}: the tool loop did not end")
+
+    async def _publish_delta(self, inbound: StoredInbound, text: str) -> None:
+        await self.hub.publish(
+            TurnEvent(
+                TurnEventKind.DELTA,
+                inbound.address.conversation_id,
+                inbound.message_id,
+                text=text,
+            )
+        )
+
     async def _stream(
         self,
         inbound: StoredInbound,
         request: BrainRequest,
         streamed: list[str],
         brain_start: float,
+        *,
+        first_round: bool = True,
     ) -> Completion:
-        """The brain's answer, its deltas published and collected in ``streamed``."""
+        """The brain's answer, its deltas published and collected in ``streamed``.
+
+        The first-token deadline and the WAITING notices belong to the first round: a
+        round after tool calls follows the "looked up …" lines the person already saw.
+        """
+        if not first_round:
+            async for event in self.brain.stream(request):
+                if isinstance(event, TextDelta):
+                    if event.text:
+                        streamed.append(event.text)
+                        await self._publish_delta(inbound, event.text)
+                else:
+                    return event
+            raise BrainInterrupted(f"{self.brain.name}: the answer stream ended early")
         first_token = asyncio.Event()
         notices = asyncio.create_task(
             self._notify_waiting(inbound, first_token), name=f"turn-{inbound.turn_id}-waiting"
@@ -575,3 +681,12 @@ class StageTimeline:
         if kind is StageKind.ERROR or phase is StagePhase.TURN:
             entry["code"] = code
         self.stages.append(entry)
+
+
+def _add_usage(total: Usage, more: Usage) -> Usage:
+    return Usage(
+        input_tokens=total.input_tokens + more.input_tokens,
+        output_tokens=total.output_tokens + more.output_tokens,
+        cache_read_tokens=total.cache_read_tokens + more.cache_read_tokens,
+        cache_write_tokens=total.cache_write_tokens + more.cache_write_tokens,
+    )
