@@ -464,6 +464,22 @@ class TurnPipeline:
                 result, record = await run_call(toolbox, turn, call, allowed=allowed, limit=limit)
                 results.append(result)
                 records.append(record)
+                # In the turn's stage timeline and the stage events: the call is traced.
+                self._emit(
+                    inbound,
+                    StageKind.ERROR if record.is_error else StageKind.END,
+                    StagePhase.TOOL,
+                    f"tool:{record.name}",
+                    duration_s=record.ms / 1000,
+                    code="tool_error" if record.is_error else None,
+                )
+                log.info(
+                    "turn %d: tool %s%s: %s",
+                    inbound.turn_id,
+                    record.name,
+                    " failed" if record.is_error else "",
+                    record.line,
+                )
                 values["tool_calls"] = [r.as_dict() for r in records]
                 await self.hub.publish(
                     TurnEvent(
