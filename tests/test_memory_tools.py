@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 from sqlalchemy import select
 
+from gateway.bench.tools_bench import tool_roundtrip_ms
 from gateway.brains.claude import ClaudeBrain
 from gateway.brains.offline import OfflineBrain
 from gateway.brains.openai_compat import OpenAICompatBrain
@@ -326,3 +327,11 @@ async def test_the_offline_brain_is_offered_no_tools(tmp_path: Path) -> None:
         toolbox=Box(),
     )
     assert pipeline.toolbox is None
+
+
+async def test_tool_roundtrip_bench_measures_searches_that_find_something() -> None:
+    figures = await tool_roundtrip_ms(calls=5, items=40)
+    assert figures["calls"] == 5
+    assert figures["items"] == 40
+    assert 0 < figures["p50"] <= figures["p95"] <= figures["max"]
+    assert figures["found_mean"] > 0
