@@ -34,6 +34,7 @@ from gateway.store.repo import resolve_address
 from gateway.testing.fake_anthropic import FakeAnthropic
 from gateway.testing.fake_model import ToolTurn, ToolUse
 from gateway.testing.fake_openai import FakeOpenAI
+from gateway.tokens import estimate_tokens
 from gateway.tools import ToolInputError
 from memory.models import MemoryItem
 from memory.sanitize import MARKER
@@ -390,3 +391,21 @@ async def test_tool_results_are_filtered_data_and_writes_follow_the_persons_rule
             assert f"#{hostile.item_id} " not in after.text
         finally:
             await service.aclose()
+
+
+async def test_tool_definitions_are_read_from_the_prompt_cache_on_the_next_turn(
+    claude: RunningGateway, fake: FakeAnthropic
+) -> None:
+    fake.reply = lambda body: "[]" if body["model"] == UTILITY_MODEL else "Fine."
+    ws = await open_page(claude)
+    assert (await turn(ws, "Hello.", "c-1"))[-1]["type"] == "reply"
+    assert (await turn(ws, "Hello again.", "c-2"))[-1]["type"] == "reply"
+    await ws.close()
+    second = replies(fake)[-1]
+    marked = max(i for i, b in enumerate(second["system"]) if "cache_control" in b)
+    prefix = estimate_tokens(json.dumps(second["tools"], sort_keys=True)) + sum(
+        estimate_tokens(b["text"]) for b in second["system"][: marked + 1]
+    )
+    turns = await stored_turns(claude)
+    # The tools came first and unchanged: the whole prefix, them included, was read.
+    assert turns[-1].cache_read_tokens == prefix

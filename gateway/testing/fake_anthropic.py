@@ -178,13 +178,18 @@ class FakeAnthropic(FakeModelServer):
         """Input tokens split as the prompt cache would split them."""
         segments: list[str] = []
         breakpoints: list[int] = []
+        # The API's cache order: tools, then system, then messages; a mark on a system
+        # block caches the tool definitions with it.
+        if body.get("tools"):
+            segments.append(json.dumps(body["tools"], sort_keys=True))
         for block in _blocks(body.get("system")):
             segments.append(str(block.get("text", "")))
             if block.get("cache_control"):
                 breakpoints.append(len(segments) - 1)
         for message in body.get("messages", []):
             for block in _blocks(message.get("content")):
-                segments.append(f"{message.get('role')}:{block.get('text', '')}")
+                said = block["text"] if "text" in block else json.dumps(block, sort_keys=True)
+                segments.append(f"{message.get('role')}:{said}")
                 if block.get("cache_control"):
                     breakpoints.append(len(segments) - 1)
         uncached, read, written = self.cache.account(str(body["model"]), segments, breakpoints)
