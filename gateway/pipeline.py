@@ -447,6 +447,8 @@ class TurnPipeline:
         request = replace(request, tools=toolbox.specs(), tools_allowed=limit > 0)
         rounds: list[ToolRound] = []
         records: list[ToolRecord] = []
+        # A made-up tool name is one stage label, not one each (metrics labels stay few).
+        known = {spec.name for spec in request.tools}
         usage = Usage()
         # One round more than the limit: the answer after the last allowed call.
         for _ in range(limit + 2):
@@ -469,7 +471,7 @@ class TurnPipeline:
                     inbound,
                     StageKind.ERROR if record.is_error else StageKind.END,
                     StagePhase.TOOL,
-                    f"tool:{record.name}",
+                    f"tool:{record.name if record.name in known else 'unknown'}",
                     duration_s=record.ms / 1000,
                     code="tool_error" if record.is_error else None,
                 )

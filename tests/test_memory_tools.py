@@ -275,6 +275,14 @@ async def test_unknown_tools_and_bad_arguments_go_to_the_model_not_the_person(
     assert len(lines) == 4
     assert all(f["error"] for f in lines)
     assert not any("JSON" in f["text"] for f in lines)
+    # A made-up name is traced as "tool:unknown" (the metrics' labels stay bounded).
+    for _ in range(100):
+        if (await stored_turns(claude))[-1].stages:
+            break
+        await asyncio.sleep(0.05)
+    stages = [s["stage"] for s in (await stored_turns(claude))[-1].stages or []]
+    assert "tool:unknown" in stages
+    assert "tool:read_minds" not in stages
 
 
 async def test_openai_compatible_server_with_one_tool_call(tmp_path: Path) -> None:
