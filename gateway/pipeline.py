@@ -20,18 +20,10 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from gateway.brains.base import (
-    Brain,
-    BrainRequest,
-    Completion,
-    TextDelta,
-    ToolResult,
-    ToolRound,
-    Usage,
-)
+from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
 from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout, EmptyReply
 from gateway.events import (
     LogIds,
@@ -54,7 +46,7 @@ from gateway.prompt import (
 )
 from gateway.store import MessageRole, Store
 from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_turn_values, start_turn
-from gateway.tools import Toolbox, ToolRecord, limit_note, run_call
+from gateway.tools import Toolbox, ToolRecord, tool_loop
 from gateway.usage import metering
 
 log = logging.getLogger(__name__)
@@ -433,78 +425,56 @@ class TurnPipeline:
         brain_start: float,
         values: dict[str, object],
     ) -> Completion:
-        """The model's answer, its tool calls run in between (gateway/tools.py).
-
-        Each round streams; a round that ends in tool calls gets their results and the
-        model goes on. Past ``max_tool_calls`` a call is not run: its result tells the
-        model so, and the next request forbids tools (tool_choice none). The reply is
-        all the text the person saw, every round's; the usage is the rounds' sum.
-        """
+        """The model's answer, its tool calls run in between (``gateway.tools.tool_loop``)."""
         toolbox = self.toolbox
         if toolbox is None or turn is None:
             return await self._stream(inbound, request, streamed, brain_start)
-        limit = self.settings.max_tool_calls
-        request = replace(request, tools=toolbox.specs(), tools_allowed=limit > 0)
-        rounds: list[ToolRound] = []
-        records: list[ToolRecord] = []
-        # A made-up tool name is one stage label, not one each (metrics labels stay few).
-        known = {spec.name for spec in request.tools}
-        usage = Usage()
-        # One round more than the limit: the answer after the last allowed call.
-        for _ in range(limit + 2):
-            before = len(streamed)
-            completion = await self._stream(
-                inbound, request, streamed, brain_start, first_round=not rounds
+
+        async def stream_round(step: BrainRequest, first_round: bool) -> Completion:
+            return await self._stream(inbound, step, streamed, brain_start, first_round=first_round)
+
+        async def called(record: ToolRecord, stage: str, records: list[ToolRecord]) -> None:
+            # In the turn's stage timeline and the stage events: the call is traced.
+            self._emit(
+                inbound,
+                StageKind.ERROR if record.is_error else StageKind.END,
+                StagePhase.TOOL,
+                stage,
+                duration_s=record.ms / 1000,
+                code="tool_error" if record.is_error else None,
             )
-            usage = _add_usage(usage, completion.usage)
-            if not completion.tool_calls or not request.tools_allowed:
-                # A server that calls tools after being told not to: its text is the answer.
-                return replace(completion, text="".join(streamed), usage=usage, tool_calls=())
-            results: list[ToolResult] = []
-            for call in completion.tool_calls:
-                allowed = len(records) < limit
-                result, record = await run_call(toolbox, turn, call, allowed=allowed, limit=limit)
-                results.append(result)
-                records.append(record)
-                # In the turn's stage timeline and the stage events: the call is traced.
-                self._emit(
-                    inbound,
-                    StageKind.ERROR if record.is_error else StageKind.END,
-                    StagePhase.TOOL,
-                    f"tool:{record.name if record.name in known else 'unknown'}",
-                    duration_s=record.ms / 1000,
-                    code="tool_error" if record.is_error else None,
-                )
-                log.info(
-                    "turn %d: tool %s%s: %s",
-                    inbound.turn_id,
-                    record.name,
-                    " failed" if record.is_error else "",
-                    record.line,
-                )
-                values["tool_calls"] = [r.as_dict() for r in records]
-                await self.hub.publish(
-                    TurnEvent(
-                        TurnEventKind.TOOL,
-                        inbound.address.conversation_id,
-                        inbound.message_id,
-                        text=record.line,
-                        code="error" if record.is_error else "",
-                    )
-                )
-            if streamed[before:] and not streamed[-1].endswith("\n"):
-                # The next round's text starts a new paragraph of the same reply.
-                streamed.append("\n\n")
-                await self._publish_delta(inbound, "\n\n")
-            if len(records) >= limit and results and limit_note(limit) not in results[-1].text:
-                # The model is told with the last result it gets, not only by tool_choice.
-                last = results[-1]
-                results[-1] = replace(last, text=f"{last.text}\n\n{limit_note(limit)}")
-            rounds.append(ToolRound(completion.text, completion.tool_calls, tuple(results)))
-            request = replace(
-                request, tool_rounds=tuple(rounds), tools_allowed=len(records) < limit
+            log.info(
+                "turn %d: tool %s%s: %s",
+                inbound.turn_id,
+                record.name,
+                " failed" if record.is_error else "",
+                record.line,
             )
-        raise BrainInterrupted(f"{self.brain.name}: the tool loop did not end")
+            values["tool_calls"] = [r.as_dict() for r in records]
+            await self.hub.publish(
+                TurnEvent(
+                    TurnEventKind.TOOL,
+                    inbound.address.conversation_id,
+                    inbound.message_id,
+                    text=record.line,
+                    code="error" if record.is_error else "",
+                )
+            )
+
+        async def more_text(text: str) -> None:
+            await self._publish_delta(inbound, text)
+
+        return await tool_loop(
+            toolbox,
+            turn,
+            request,
+            self.settings.max_tool_calls,
+            streamed,
+            stream_round=stream_round,
+            called=called,
+            more_text=more_text,
+            brain_name=self.brain.name,
+        )
 
     async def _publish_delta(self, inbound: StoredInbound, text: str) -> None:
         await self.hub.publish(
@@ -530,20 +500,13 @@ class TurnPipeline:
         The first-token deadline and the WAITING notices belong to the first round: a
         round after tool calls follows the "looked up …" lines the person already saw.
         """
-        if not first_round:
-            async for event in self.brain.stream(request):
-                if isinstance(event, TextDelta):
-                    if event.text:
-                        streamed.append(event.text)
-                        await self._publish_delta(inbound, event.text)
-                else:
-                    return event
-            raise BrainInterrupted(f"{self.brain.name}: the answer stream ended early")
         first_token = asyncio.Event()
+        if not first_round:
+            first_token.set()  # no deadline, no notices, no first-token stage
         notices = asyncio.create_task(
             self._notify_waiting(inbound, first_token), name=f"turn-{inbound.turn_id}-waiting"
         )
-        limit = self.settings.first_token_timeout_s
+        limit = self.settings.first_token_timeout_s if first_round else 0.0
         try:
             async with asyncio.timeout(limit or None) as first:
                 async for event in self.brain.stream(request):
@@ -699,12 +662,3 @@ class StageTimeline:
         if kind is StageKind.ERROR or phase is StagePhase.TURN:
             entry["code"] = code
         self.stages.append(entry)
-
-
-def _add_usage(total: Usage, more: Usage) -> Usage:
-    return Usage(
-        input_tokens=total.input_tokens + more.input_tokens,
-        output_tokens=total.output_tokens + more.output_tokens,
-        cache_read_tokens=total.cache_read_tokens + more.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens + more.cache_write_tokens,
-    )
