@@ -34,6 +34,10 @@ server → client
         The model has sent nothing yet ``brain.waiting_notice_s`` seconds
         after it was called (again every as many seconds, ``waited_s`` growing).
         Cleared by the first ``delta`` (or the ``reply`` / ``error``).
+    {"type": "status", "state": "tool", "reply_to", "text", "error": bool}
+        The model called a memory tool (issue 24): ``text`` is its small
+        "looked up …" line. A status frame, so a page that knows only the
+        ``waiting`` state ignores it.
     {"type": "error", "code", "message", "reply_to"?, "client_id"?, "retry_of"?,
      "partial_text"?}
         ``partial_text``: a reply that broke off (or ran out of time) after it
@@ -273,6 +277,14 @@ def event_frame(event: TurnEvent) -> dict[str, Any]:
         if event.partial:
             frame["partial_text"] = event.partial
         return frame
+    if event.kind is TurnEventKind.TOOL:
+        return {
+            "type": "status",
+            "state": "tool",
+            "reply_to": event.message_id,
+            "text": event.text,
+            "error": event.code == "error",
+        }
     if event.kind is TurnEventKind.WAITING:
         return {
             "type": "status",

@@ -46,6 +46,7 @@ from memory.jobs.metrics import run_calendar
 from memory.jobs.registry import job_bodies
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
+from memory.tools import MemoryToolbox
 from memory.triggers.proactive import ProactiveNotifier
 from memory.triggers.stages import TodayStage, TriggerScanStage, TriggerSettings
 from memory.utility import BrainUtility
@@ -392,6 +393,17 @@ async def _warm_up(
         # Forward triggers (issue 22): the Today block, the scan after the turn, and
         # the day's proactive message on the channels that ask for it.
         trigger_stages, trigger_after = _trigger_stages(gateway)
+        # Memory tools for the model (issue 24): the pipeline offers them to a model brain.
+        toolbox = (
+            MemoryToolbox(
+                memory,
+                memory_pack,
+                config.tools,
+                continuity.book if continuity is not None else None,
+            )
+            if config.tools.enabled and memory is not None and memory_pack is not None
+            else None
+        )
         gateway.pipeline = pipeline = TurnPipeline(
             store,
             gateway.brain,
@@ -419,6 +431,7 @@ async def _warm_up(
                 turn_deadline_s=config.brain.turn_deadline_s,
                 first_token_timeout_s=config.brain.first_token_timeout_s,
                 waiting_notice_s=config.brain.waiting_notice_s,
+                max_tool_calls=config.tools.max_calls_per_turn,
             ),
             # Memory first: the episodes are stored before judge and observe run.
             after_stages=[
@@ -428,6 +441,7 @@ async def _warm_up(
                 *([lessons.after_stage] if lessons is not None else []),
                 *([continuity.after_stage] if continuity is not None else []),
             ],
+            toolbox=toolbox,
         )
         # Sessions (issue 21): a session's end writes its person's pending memory
         # work; its first pack waits (bounded) for their unread turns to be read.

@@ -704,6 +704,20 @@ class ContinuityConfig:
 
 
 @dataclass(frozen=True)
+class ToolsConfig:
+    """Memory tools the model may call (issue 24): gateway/tools.py, memory/tools.py."""
+
+    # Offer the tools to Claude and the OpenAI-compatible brain (the offline one never
+    # has them). Off for an OpenAI-compatible server without tool calling.
+    enabled: bool = True
+    # Tool calls per turn; past it a call is not run and the model is told to answer.
+    max_calls_per_turn: Annotated[int, Field(ge=0, le=32)] = 4
+    # memory_search's answer: at most this many items, within this many tokens.
+    search_items: Annotated[int, Field(gt=0, le=50)] = 8
+    search_tokens: PositiveInt = 500
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -727,6 +741,7 @@ class Config:
     upkeep_jobs: UpkeepJobsConfig = field(default_factory=UpkeepJobsConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     # Secrets and values taken from the environment at load, not from the file.
     anthropic_api_key: str = field(default="", repr=False)

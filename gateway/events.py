@@ -34,6 +34,8 @@ class StagePhase(StrEnum):
     BRAIN = "brain"
     DELIVER = "deliver"
     AFTER_TURN = "after_turn"
+    # One of the model's tool calls (gateway/tools.py), inside the brain phase.
+    TOOL = "tool"
     # The whole turn: its END carries the outcome ("ok" or the error code) and the usage.
     TURN = "turn"
 

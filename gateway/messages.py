@@ -36,6 +36,7 @@ class TurnEventKind(enum.StrEnum):
     REPLY = "reply"
     ERROR = "error"
     WAITING = "waiting"  # the model has not sent its first token yet
+    TOOL = "tool"  # the model called a tool: ``text`` is the "looked up …" line
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class TurnEvent:
     ``message_id`` is the inbound message; ``reply_id`` the stored reply
     (REPLY only); ``code`` the error code (ERROR only); ``partial`` the text
     streamed before a reply broke off, kept with the failed turn (ERROR only);
-    ``waited_s`` how long the model has been silent (WAITING only).
+    ``waited_s`` how long the model has been silent (WAITING only). A TOOL event's
+    ``text`` is the line shown for one tool call, its ``code`` "error" when it failed.
     """
 
     kind: TurnEventKind

@@ -46,6 +46,7 @@ from gateway.prompt import (
 )
 from gateway.store import MessageRole, Store
 from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_turn_values, start_turn
+from gateway.tools import Toolbox, ToolRecord, tool_loop
 from gateway.usage import metering
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class PipelineSettings:
     first_token_timeout_s: float = 30.0
     # A WAITING event this often while the model has sent nothing; 0: none.
     waiting_notice_s: float = 4.0
+    # The model's tool calls per turn (gateway/tools.py); past it the model is told to answer.
+    max_tool_calls: int = 4
 
     @property
     def deadline_s(self) -> float:
@@ -100,9 +103,12 @@ class TurnPipeline:
         hub: ConversationHub,
         settings: PipelineSettings,
         after_stages: Sequence[AfterTurnStage] = (),
+        toolbox: Toolbox | None = None,
     ) -> None:
         self.store = store
         self.brain = brain
+        # Offered only to brains that speak tool calling (not the offline one).
+        self.toolbox = toolbox if getattr(brain, "supports_tools", False) else None
         self.stages = tuple(stages)
         self.after_stages = tuple(after_stages)
         self.hub = hub
@@ -223,7 +229,9 @@ class TurnPipeline:
         try:
             turn = await self._begin(inbound)
             request, pack = await self._prepare(inbound, turn, values)
-            outcome = await self._answer(inbound, request, values, received_perf, streamed, pack)
+            outcome = await self._answer(
+                inbound, request, values, received_perf, streamed, pack, turn
+            )
         except TimeoutError:
             error: AgentGWError = BrainTimeout(
                 f"no complete answer within {self.settings.deadline_s:g} s"
@@ -321,6 +329,7 @@ class TurnPipeline:
         received_perf: float,
         streamed: list[str],
         pack: PackSize | None = None,
+        turn: TurnContext | None = None,
     ) -> TurnOutcome:
         brain_start = time.perf_counter()
         values["prepare_ms"] = (brain_start - received_perf) * 1000
@@ -336,7 +345,7 @@ class TurnPipeline:
         # times out must leave room for the retry that answers.
         with in_stage(StagePhase.BRAIN.value):
             completion = await asyncio.wait_for(
-                self._stream(inbound, request, streamed, brain_start),
+                self._tool_loop(inbound, turn, request, streamed, brain_start, values),
                 timeout=self.settings.deadline_s,
             )
         if not completion.text.strip():
@@ -407,19 +416,97 @@ class TurnPipeline:
                 raise
         self._emit(inbound, StageKind.END, phase, name, time.perf_counter() - started)
 
+    async def _tool_loop(
+        self,
+        inbound: StoredInbound,
+        turn: TurnContext | None,
+        request: BrainRequest,
+        streamed: list[str],
+        brain_start: float,
+        values: dict[str, object],
+    ) -> Completion:
+        """The model's answer, its tool calls run in between (``gateway.tools.tool_loop``)."""
+        toolbox = self.toolbox
+        if toolbox is None or turn is None:
+            return await self._stream(inbound, request, streamed, brain_start)
+
+        async def stream_round(step: BrainRequest, first_round: bool) -> Completion:
+            return await self._stream(inbound, step, streamed, brain_start, first_round=first_round)
+
+        async def called(record: ToolRecord, stage: str, records: list[ToolRecord]) -> None:
+            # In the turn's stage timeline and the stage events: the call is traced.
+            self._emit(
+                inbound,
+                StageKind.ERROR if record.is_error else StageKind.END,
+                StagePhase.TOOL,
+                stage,
+                duration_s=record.ms / 1000,
+                code="tool_error" if record.is_error else None,
+            )
+            log.info(
+                "turn %d: tool %s%s: %s",
+                inbound.turn_id,
+                record.name,
+                " failed" if record.is_error else "",
+                record.line,
+            )
+            values["tool_calls"] = [r.as_dict() for r in records]
+            await self.hub.publish(
+                TurnEvent(
+                    TurnEventKind.TOOL,
+                    inbound.address.conversation_id,
+                    inbound.message_id,
+                    text=record.line,
+                    code="error" if record.is_error else "",
+                )
+            )
+
+        async def more_text(text: str) -> None:
+            await self._publish_delta(inbound, text)
+
+        return await tool_loop(
+            toolbox,
+            turn,
+            request,
+            self.settings.max_tool_calls,
+            streamed,
+            stream_round=stream_round,
+            called=called,
+            more_text=more_text,
+            brain_name=self.brain.name,
+        )
+
+    async def _publish_delta(self, inbound: StoredInbound, text: str) -> None:
+        await self.hub.publish(
+            TurnEvent(
+                TurnEventKind.DELTA,
+                inbound.address.conversation_id,
+                inbound.message_id,
+                text=text,
+            )
+        )
+
     async def _stream(
         self,
         inbound: StoredInbound,
         request: BrainRequest,
         streamed: list[str],
         brain_start: float,
+        *,
+        first_round: bool = True,
     ) -> Completion:
-        """The brain's answer, its deltas published and collected in ``streamed``."""
+        """The brain's answer, its deltas published and collected in ``streamed``.
+
+        The first-token deadline and the WAITING notices belong to the first round: a
+        round after tool calls follows the "looked up …" lines the person already saw.
+        """
         first_token = asyncio.Event()
+        if not first_round:
+            first_token.set()  # no deadline, no notices, no first-token stage
         notices = asyncio.create_task(
             self._notify_waiting(inbound, first_token), name=f"turn-{inbound.turn_id}-waiting"
         )
-        limit = self.settings.first_token_timeout_s
+        limit = self.settings.first_token_timeout_s if first_round else 0.0
         try:
             async with asyncio.timeout(limit or None) as first:
                 async for event in self.brain.stream(request):

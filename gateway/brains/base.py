@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from gateway.errors import BrainError, BrainInterrupted, BrainUnavailable
 
@@ -89,6 +89,43 @@ class Recall:
 
 
 @dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: its name, what it does, its arguments as JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for. ``arguments`` is the JSON text as the model wrote it:
+    the tool loop parses it, so a malformed one becomes an error for the model."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a call gave back, as data for the model (sanitised by the toolbox)."""
+
+    call_id: str
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolRound:
+    """One step of a turn's tool loop: the model's text and calls, then their results."""
+
+    text: str
+    calls: tuple[ToolCall, ...]
+    results: tuple[ToolResult, ...]
+
+
+@dataclass(frozen=True)
 class BrainRequest:
     system: tuple[SystemBlock, ...]
     messages: tuple[ChatMessage, ...]
@@ -96,6 +133,14 @@ class BrainRequest:
     max_tokens: int = 1024
     temperature: float | None = None
     recall: Recall = field(default_factory=Recall)
+    # The tools the model may call (empty: a plain call); their definitions come first
+    # in the provider's prompt, so they sit inside the cached prefix.
+    tools: tuple[ToolSpec, ...] = ()
+    # The turn's tool loop so far, after ``messages``.
+    tool_rounds: tuple[ToolRound, ...] = ()
+    # False once the turn's tool-call limit is reached: the tools stay defined (the
+    # rounds above refer to them) but the model must answer in text (tool_choice none).
+    tools_allowed: bool = True
 
     def system_text(self) -> str:
         return "\n\n".join(block.text for block in self.system)
@@ -123,6 +168,8 @@ class Completion:
     # False for the offline brain's notice ("no model is configured ..."): it is the
     # gateway talking, not the agent, so it is neither remembered nor judged as its voice.
     written_by_model: bool = True
+    # The tools the model asked to call before it can answer (stop reason tool_use).
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 BrainEvent = TextDelta | Completion
@@ -168,13 +215,14 @@ class StreamEnd:
     stop_reason: str = "end_turn"
 
 
-RawEvent = TextDelta | StreamEnd
+RawEvent = TextDelta | ToolCall | StreamEnd
 
 
 class BaseBrain(ABC):
     """The streaming contract, once, over each model adapter's raw stream.
 
-    An adapter implements ``raw_stream`` (``TextDelta``s, then one ``StreamEnd`` if and
+    An adapter implements ``raw_stream`` (``TextDelta``s and whole ``ToolCall``s, then one
+    ``StreamEnd`` if and
     only if the answer ended whole), ``map_error`` (its SDK's exceptions, listed in
     ``foreign_errors``, to ours) and ``complete``. ``stream`` then guarantees:
 
@@ -186,11 +234,15 @@ class BaseBrain(ABC):
       retried; failures that name a cause (timeout, overload, rate limit) keep it;
     - a raw stream that stops without its ``StreamEnd`` is ``BrainInterrupted``: an
       answer cut short must never be stored as a whole reply;
-    - otherwise it ends with exactly one ``Completion`` whose text is the streamed text.
+    - otherwise it ends with exactly one ``Completion`` whose text is the streamed text
+      and whose ``tool_calls`` are the calls the raw stream gave, in order.
     """
 
     # What the adapter's SDK and transport raise; anything else is a bug and propagates.
     foreign_errors: tuple[type[Exception], ...] = ()
+    # The model adapters speak their API's tool calling; brains without this attribute
+    # (offline, scripted) are never offered tools.
+    supports_tools: bool = True
 
     @property
     @abstractmethod
@@ -216,6 +268,7 @@ class BaseBrain(ABC):
 
     async def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
         parts: list[str] = []
+        calls: list[ToolCall] = []
         end: StreamEnd | None = None
         # aclosing: a consumer that stops early (a first-token deadline, a cancelled turn)
         # closes the adapter's stream, and its response, now rather than at GC.
@@ -227,7 +280,9 @@ class BaseBrain(ABC):
                         continue
                     if end is not None:
                         raise BrainInterrupted(f"{self.name}: text arrived after the answer ended")
-                    if event.text:
+                    if isinstance(event, ToolCall):
+                        calls.append(event)
+                    elif event.text:
                         parts.append(event.text)
                         yield event
         except BrainError as exc:
@@ -242,7 +297,11 @@ class BaseBrain(ABC):
         if end is None:
             raise BrainInterrupted(self.ended_early())
         yield Completion(
-            text="".join(parts), model=end.model, usage=end.usage, stop_reason=end.stop_reason
+            text="".join(parts),
+            model=end.model,
+            usage=end.usage,
+            stop_reason=end.stop_reason,
+            tool_calls=tuple(calls),
         )
 
     def _after_text(self, error: BrainError, *, started: bool) -> BrainError:

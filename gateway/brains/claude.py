@@ -31,6 +31,9 @@ from gateway.brains.base import (
     StreamEnd,
     SystemBlock,
     TextDelta,
+    ToolCall,
+    ToolRound,
+    ToolSpec,
     Usage,
 )
 from gateway.config import Config
@@ -67,6 +70,57 @@ def message_param(message: ChatMessage) -> MessageParam:
         return user
     assistant: AssistantMessageParam = {"role": "assistant", "content": message.text}
     return assistant
+
+
+def tool_params(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+
+
+def arguments_object(arguments: str) -> dict[str, Any]:
+    """The call's input as the API wants it back: an object (a malformed one as {}: the
+    tool loop already told the model its arguments were not valid JSON)."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def round_messages(rounds: tuple[ToolRound, ...]) -> list[dict[str, Any]]:
+    """Each tool round as the API's pair: the assistant's text and tool_use blocks, then a
+    user message with one tool_result per call."""
+    out: list[dict[str, Any]] = []
+    for step in rounds:
+        content: list[dict[str, Any]] = []
+        if step.text:
+            content.append({"type": "text", "text": step.text})
+        content.extend(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": arguments_object(call.arguments),
+            }
+            for call in step.calls
+        )
+        out.append({"role": "assistant", "content": content})
+        out.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": result.call_id,
+                        "content": result.text,
+                        "is_error": result.is_error,
+                    }
+                    for result in step.results
+                ],
+            }
+        )
+    return out
 
 
 def map_error(exc: Exception, *, key_env: str = "") -> BrainError:
@@ -164,6 +218,12 @@ class ClaudeBrain(BaseBrain):
         }
         if request.system:
             params["system"] = system_blocks(request.system)
+        if request.tools:
+            # The API puts tools before the system prompt in its cache order: the system
+            # block's cache mark covers their definitions too.
+            params["tools"] = tool_params(request.tools)
+            params["tool_choice"] = {"type": "auto" if request.tools_allowed else "none"}
+            params["messages"].extend(round_messages(request.tool_rounds))
         return params
 
     def map_error(self, exc: Exception, *, started: bool = False) -> BrainError:
@@ -180,6 +240,8 @@ class ClaudeBrain(BaseBrain):
         usage: dict[str, int] = {}
         stop_reason = "end_turn"
         stopped = False
+        # Tool-use blocks by index: (id, name, the input's JSON text as it streams).
+        tools: dict[int, tuple[str, str, list[str]]] = {}
         async with events:
             async for event in events:
                 if event.type == "message_start":
@@ -191,9 +253,19 @@ class ClaudeBrain(BaseBrain):
                         "cache_read": start.cache_read_input_tokens or 0,
                         "cache_write": start.cache_creation_input_tokens or 0,
                     }
+                elif event.type == "content_block_start":
+                    block = event.content_block
+                    if block.type == "tool_use":
+                        tools[event.index] = (block.id, block.name, [])
                 elif event.type == "content_block_delta":
                     if event.delta.type == "text_delta" and event.delta.text:
                         yield TextDelta(event.delta.text)
+                    elif event.delta.type == "input_json_delta" and event.index in tools:
+                        tools[event.index][2].append(event.delta.partial_json)
+                elif event.type == "content_block_stop":
+                    if event.index in tools:
+                        call_id, name, parts = tools.pop(event.index)
+                        yield ToolCall(call_id, name, "".join(parts) or "{}")
                 elif event.type == "message_delta":
                     stop_reason = event.delta.stop_reason or stop_reason
                     # Counts here are cumulative; the input ones only in newer API versions.

@@ -37,6 +37,8 @@ from gateway.brains.base import (
     RawEvent,
     StreamEnd,
     TextDelta,
+    ToolCall,
+    ToolRound,
     Usage,
 )
 from gateway.config import Config
@@ -235,7 +237,7 @@ class OpenAICompatBrain(BaseBrain):
         return self.utility_model if purpose is Purpose.UTILITY else self.model
 
     def _body(self, request: BrainRequest, *, stream: bool) -> dict[str, Any]:
-        messages: list[dict[str, str]] = [
+        messages: list[dict[str, Any]] = [
             {"role": m.role, "content": m.text} for m in request.messages
         ]
         system = request.system_text() if request.system else ""
@@ -254,6 +256,20 @@ class OpenAICompatBrain(BaseBrain):
         }
         if stream:
             body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+            body["tool_choice"] = "auto" if request.tools_allowed else "none"
+            messages.extend(round_messages(request.tool_rounds))
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if self.stop:
@@ -296,6 +312,8 @@ class OpenAICompatBrain(BaseBrain):
         model = str(body["model"])
         usage = Usage()
         finish_reason = ""
+        # Tool calls by index: [id, name, the arguments' JSON text as it streams].
+        calls: dict[int, list[str]] = {}
         chunks = await self._client.chat.completions.create(**body)
         async with chunks:
             async for chunk in chunks:
@@ -306,7 +324,18 @@ class OpenAICompatBrain(BaseBrain):
                     text = choice.delta.content if choice.delta is not None else None
                     if text:
                         yield TextDelta(text)
+                    for piece in (
+                        choice.delta.tool_calls if choice.delta is not None else None
+                    ) or ():
+                        call = calls.setdefault(piece.index, ["", "", ""])
+                        call[0] = piece.id or call[0]
+                        if piece.function is not None:
+                            call[1] = piece.function.name or call[1]
+                            call[2] += piece.function.arguments or ""
                     finish_reason = choice.finish_reason or finish_reason
+        for index in sorted(calls):
+            call_id, name, arguments = calls[index]
+            yield ToolCall(call_id or f"call_{index}", name, arguments or "{}")
         if finish_reason:
             yield StreamEnd(model=model, usage=usage, stop_reason=finish_reason)
 
@@ -343,6 +372,32 @@ class OpenAICompatBrain(BaseBrain):
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def round_messages(rounds: tuple[ToolRound, ...]) -> list[dict[str, Any]]:
+    """Each tool round as Chat Completions has it: the assistant message with its
+    ``tool_calls``, then one ``tool`` message per result."""
+    out: list[dict[str, Any]] = []
+    for step in rounds:
+        out.append(
+            {
+                "role": "assistant",
+                "content": step.text or None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in step.calls
+                ],
+            }
+        )
+        out.extend(
+            {"role": "tool", "tool_call_id": result.call_id, "content": result.text}
+            for result in step.results
+        )
+    return out
 
 
 def usage_of(raw: dict[str, Any]) -> Usage:

@@ -217,6 +217,9 @@ class Turn(Base):
     # Each stage of the turn, from its stage events (written after the after-turn
     # stages): [{"phase", "stage", "start_ms", "duration_ms", "code"?}, ...].
     stages: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
+    # The model's tool calls (gateway/tools.py), in order: [{"name", "arguments",
+    # "result", "line", "error", "ms"}, ...]; None for a turn without any.
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -30,7 +30,14 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.testing.fake_model import FakeModelServer, Fault, FaultKind, RecordedRequest, Reply
+from gateway.testing.fake_model import (
+    FakeModelServer,
+    Fault,
+    FaultKind,
+    RecordedRequest,
+    Reply,
+    ToolTurn,
+)
 from gateway.tokens import estimate_tokens
 
 _ERROR_TYPES = {
@@ -171,13 +178,18 @@ class FakeAnthropic(FakeModelServer):
         """Input tokens split as the prompt cache would split them."""
         segments: list[str] = []
         breakpoints: list[int] = []
+        # The API's cache order: tools, then system, then messages; a mark on a system
+        # block caches the tool definitions with it.
+        if body.get("tools"):
+            segments.append(json.dumps(body["tools"], sort_keys=True))
         for block in _blocks(body.get("system")):
             segments.append(str(block.get("text", "")))
             if block.get("cache_control"):
                 breakpoints.append(len(segments) - 1)
         for message in body.get("messages", []):
             for block in _blocks(message.get("content")):
-                segments.append(f"{message.get('role')}:{block.get('text', '')}")
+                said = block["text"] if "text" in block else json.dumps(block, sort_keys=True)
+                segments.append(f"{message.get('role')}:{said}")
                 if block.get("cache_control"):
                     breakpoints.append(len(segments) - 1)
         uncached, read, written = self.cache.account(str(body["model"]), segments, breakpoints)
@@ -230,11 +242,16 @@ class FakeAnthropic(FakeModelServer):
     async def _complete(
         self, request: web.Request, body: dict[str, Any], fault: Fault | None, *, streaming: bool
     ) -> web.StreamResponse:
-        text = await self._reply_text(body)
+        choice = body.get("tool_choice")
+        turn = await self._reply_turn(
+            body, tools_off=isinstance(choice, dict) and choice.get("type") == "none"
+        )
+        text = turn.text
         max_tokens = int(body["max_tokens"])
-        stop_reason = "end_turn"
+        stop_reason = "tool_use" if turn.calls else "end_turn"
         if estimate_tokens(text) > max_tokens:
             text, stop_reason = text[: max_tokens * 4], "max_tokens"
+            turn = ToolTurn(text)
         usage = self._usage(body, text)
         message_id = f"msg_fake_{next(self._ids)}"
         if not streaming:
@@ -244,20 +261,31 @@ class FakeAnthropic(FakeModelServer):
                     "type": "message",
                     "role": "assistant",
                     "model": body["model"],
-                    "content": [{"type": "text", "text": text}],
+                    "content": [
+                        {"type": "text", "text": text},
+                        *(
+                            {
+                                "type": "tool_use",
+                                "id": f"toolu_fake_{next(self._ids)}",
+                                "name": call.name,
+                                "input": call.input if isinstance(call.input, dict) else {},
+                            }
+                            for call in turn.calls
+                        ),
+                    ],
                     "stop_reason": stop_reason,
                     "stop_sequence": None,
                     "usage": usage,
                 },
                 headers={"request-id": f"req_fake_{next(self._ids)}"},
             )
-        return await self._stream(request, body, text, stop_reason, usage, message_id, fault)
+        return await self._stream(request, body, turn, stop_reason, usage, message_id, fault)
 
     async def _stream(
         self,
         request: web.Request,
         body: dict[str, Any],
-        text: str,
+        turn: ToolTurn,
         stop_reason: str,
         usage: dict[str, int],
         message_id: str,
@@ -304,7 +332,7 @@ class FakeAnthropic(FakeModelServer):
             await response.write(b'event: content_block_delta\ndata: {"type": "content_bl\n\n')
             await response.write_eof()
             return response
-        chunks = self._chunks(text)
+        chunks = self._chunks(turn.text)
         # One step past the last chunk, so a fault placed after all deltas still happens.
         for sent in range(len(chunks) + 1):
             if fault is not None and fault.after_deltas == sent:
@@ -334,6 +362,32 @@ class FakeAnthropic(FakeModelServer):
                 },
             )
         await send("content_block_stop", {"type": "content_block_stop", "index": 0})
+        # Each call as the real API streams it: the block with an empty input, then the
+        # input's JSON text in pieces, then the block's stop.
+        for index, call in enumerate(turn.calls, start=1):
+            await send(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": f"toolu_fake_{next(self._ids)}",
+                        "name": call.name,
+                        "input": {},
+                    },
+                },
+            )
+            for piece in self._chunks(call.arguments()):
+                await send(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    },
+                )
+            await send("content_block_stop", {"type": "content_block_stop", "index": index})
         await send(
             "message_delta",
             {

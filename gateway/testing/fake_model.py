@@ -21,7 +21,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, final
 
 from aiohttp import web
@@ -29,7 +29,29 @@ from aiohttp import web
 from gateway.testing.loopback import LoopbackServer
 from gateway.tokens import estimate_tokens
 
-ReplyFunction = Callable[[dict[str, Any]], str | Awaitable[str]]
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool call a fake model makes: its input as an object, or as raw text (which may
+    be malformed JSON, to test how the gateway copes)."""
+
+    name: str
+    input: dict[str, Any] | str = field(default_factory=dict)
+
+    def arguments(self) -> str:
+        return self.input if isinstance(self.input, str) else json.dumps(self.input)
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    """A reply that calls tools: optional text first, then the calls. A request whose
+    tool_choice is "none" gets only the text, as from the real APIs."""
+
+    text: str = ""
+    calls: tuple[ToolUse, ...] = ()
+
+
+ReplyFunction = Callable[[dict[str, Any]], str | ToolTurn | Awaitable[str | ToolTurn]]
 Reply = str | ReplyFunction
 
 
@@ -126,7 +148,7 @@ class FakeModelServer(LoopbackServer):
         super().__init__()
         self.reply = reply
         # Texts answered first, one per model call, before ``reply``.
-        self.script: list[str] = []
+        self.script: list[str | ToolTurn] = []
         # When set, requests must carry this key.
         self.api_key = api_key
         self.chunk_chars = chunk_chars
@@ -256,14 +278,21 @@ class FakeModelServer(LoopbackServer):
     def _key_given(self, request: web.Request) -> str:
         return request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
 
-    async def _reply_text(self, body: dict[str, Any]) -> str:
+    async def _reply_turn(self, body: dict[str, Any], *, tools_off: bool) -> ToolTurn:
+        """The next reply as text and tool calls (none when the request forbids tools)."""
+        answer: str | ToolTurn | Awaitable[str | ToolTurn]
         if self.script:
-            return self.script.pop(0)
-        if isinstance(self.reply, str):
-            return self.reply
-        answer = self.reply(body)
+            answer = self.script.pop(0)
+        elif isinstance(self.reply, str):
+            answer = self.reply
+        else:
+            answer = self.reply(body)
         if inspect.isawaitable(answer):
-            return await answer
+            answer = await answer
+        if isinstance(answer, str):
+            return ToolTurn(answer)
+        if tools_off or not body.get("tools"):
+            return ToolTurn(answer.text)
         return answer
 
     def _chunks(self, text: str) -> list[str]:

@@ -25,7 +25,14 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.testing.fake_model import FakeModelServer, Fault, FaultKind, RecordedRequest, Reply
+from gateway.testing.fake_model import (
+    FakeModelServer,
+    Fault,
+    FaultKind,
+    RecordedRequest,
+    Reply,
+    ToolTurn,
+)
 from gateway.tokens import estimate_tokens
 
 _ERROR_TYPES = {
@@ -157,8 +164,9 @@ class FakeOpenAI(FakeModelServer):
     async def _complete(
         self, request: web.Request, body: dict[str, Any], fault: Fault | None, *, streaming: bool
     ) -> web.StreamResponse:
-        text = await self._reply_text(body)
-        finish_reason = "stop"
+        turn = await self._reply_turn(body, tools_off=body.get("tool_choice") == "none")
+        text = turn.text
+        finish_reason = "tool_calls" if turn.calls else "stop"
         max_tokens = body.get("max_tokens")
         if isinstance(max_tokens, int) and estimate_tokens(text) > max_tokens:
             text, finish_reason = text[: max_tokens * 4], "length"
@@ -175,7 +183,11 @@ class FakeOpenAI(FakeModelServer):
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": text},
+                            "message": {
+                                "role": "assistant",
+                                "content": text,
+                                **self._tool_calls(turn),
+                            },
                             "finish_reason": finish_reason,
                         }
                     ],
@@ -188,6 +200,7 @@ class FakeOpenAI(FakeModelServer):
             request,
             fault,
             text,
+            turn,
             finish_reason,
             usage if include_usage else None,
             {
@@ -198,11 +211,26 @@ class FakeOpenAI(FakeModelServer):
             },
         )
 
+    def _tool_calls(self, turn: ToolTurn) -> dict[str, Any]:
+        if not turn.calls:
+            return {}
+        return {
+            "tool_calls": [
+                {
+                    "id": f"call_fake_{next(self._ids)}",
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments()},
+                }
+                for call in turn.calls
+            ]
+        }
+
     async def _stream(
         self,
         request: web.Request,
         fault: Fault | None,
         text: str,
+        turn: ToolTurn,
         finish_reason: str,
         usage: dict[str, Any] | None,
         head: dict[str, Any],
@@ -254,6 +282,19 @@ class FakeOpenAI(FakeModelServer):
                 break
             await self._pause_between_deltas(fault, sent)
             await send(chunk({"content": chunks[sent]}))
+        # Each call as OpenAI streams it: id and name first, then the arguments in pieces.
+        for index, call in enumerate(turn.calls):
+            first = {
+                "index": index,
+                "id": f"call_fake_{next(self._ids)}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            await send(chunk({"tool_calls": [first]}))
+            for piece in self._chunks(call.arguments()):
+                await send(
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                )
         await send(chunk({}, finish_reason))
         if usage is not None:
             await send({**head, "choices": [], "usage": usage})

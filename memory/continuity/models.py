@@ -38,6 +38,8 @@ class Origin(enum.StrEnum):
     CHAT = "chat"
     PANEL = "panel"
     CLI = "cli"
+    # The model's own tool call (memory/tools.py).
+    MODEL = "model"
 
 
 class FocusEntry(Base):

@@ -57,6 +57,8 @@ def turn_json(
         "context_tokens": turn.context_tokens,
         # Each stage's offset, duration and (failed) code, from the stage events.
         "stages": turn.stages or [],
+        # The model's memory tool calls (issue 24): name, arguments, result, line, error.
+        "tool_calls": turn.tool_calls or [],
         # Which stages' blocks went into the prompt, and their sizes (tokens).
         "prompt_blocks": [
             {"stage": k.removeprefix("stage:"), "tokens": v}

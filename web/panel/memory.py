@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.store.models import Turn
 from memory.curate import CurateError, ItemFilter, ItemNotFound, MemoryCurator
 from memory.jobs import merge
 from memory.models import MemoryItem, MemoryTrace
@@ -298,7 +299,11 @@ async def turn_pack(request: web.Request) -> web.Response:
     trace = await cur.trace(turn_id)
     if trace is None:
         raise not_found(f"no pack trace is stored for turn {turn_id}{_kept_for(cur)}")
-    return web.json_response(await trace_json(cur, trace))
+    # The model's own look-ups (issue 24) beside the pack it was given.
+    async with gateway_of(request).store.reader() as session:
+        turn = await session.get(Turn, turn_id)
+    tool_calls = [] if turn is None else turn.tool_calls or []
+    return web.json_response({**await trace_json(cur, trace), "tool_calls": tool_calls})
 
 
 def _kept_for(cur: MemoryCurator) -> str:

@@ -13,7 +13,16 @@ from web.panel.conversations import recent_turns
 from web.panel.render import gateway_of, not_found, path_int, render
 
 # The phases in the order a turn runs them (for the table's grouping).
-PHASE_ORDER = ("prepare", "context", "brain_first_token", "brain", "deliver", "after_turn", "turn")
+PHASE_ORDER = (
+    "prepare",
+    "context",
+    "brain_first_token",
+    "tool",
+    "brain",
+    "deliver",
+    "after_turn",
+    "turn",
+)
 
 
 def timeline(stages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -285,6 +285,14 @@
     stream.waiting.textContent = seconds > 0 ? `${WAITING_TEXT} ${seconds} s` : WAITING_TEXT;
   }
 
+  // A memory tool the model called ("looked up “marathon”: 3 found"), above its text.
+  function showTool(replyTo, text, failed) {
+    const stream = ensureStream(replyTo);
+    const line = element("div", failed ? "tool failed" : "tool");
+    line.textContent = text;
+    withScroll(() => stream.el.insertBefore(line, stream.bubble));
+  }
+
   function clearWaiting(stream) {
     if (stream?.waiting) {
       stream.waiting.remove();
@@ -601,6 +609,10 @@
     },
 
     status(frame) {
+      if (frame.state === "tool" && frame.reply_to != null) {
+        showTool(frame.reply_to, frame.text, frame.error);
+        return;
+      }
       if (frame.state !== "waiting" || frame.reply_to == null) return;
       const user = byId.get(frame.reply_to);
       if (user && SETTLED.has(user.status)) return;
