@@ -281,7 +281,9 @@ async def test_continuity_bench_reports_its_keys() -> None:
     assert result["turns"] == TURNS
     assert 0 < result["prefix_cache_hit_ratio"] <= 1
     assert 0 < result["prefix_tokens"]["p50"] <= result["prefix_tokens"]["max"]
-    assert result["tool_roundtrip_ms"] is None
+    tools = result["tool_roundtrip_ms"]
+    assert tools["calls"] == 50
+    assert 0 < tools["p50"] <= tools["p95"]
 
 
 def test_a_long_note_is_cut_to_the_budget_and_the_cut_ends() -> None:
