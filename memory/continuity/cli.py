@@ -21,6 +21,29 @@ from memory.continuity.book import ContinuityBook, DecisionInfo, FocusNote, Focu
 from memory.continuity.models import Origin
 
 
+def person_command(
+    parent: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help_text: str,
+    with_config: Callable[[argparse.ArgumentParser], None],
+    func: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """A subcommand about one person: ``--json`` and ``--person`` (optional with one)."""
+    parser = parent.add_parser(name, help=help_text)
+    with_config(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON instead of text (default: text)"
+    )
+    parser.add_argument(
+        "--person",
+        type=int,
+        default=None,
+        help="the person's id (default: the only person in the store)",
+    )
+    parser.set_defaults(func=func)
+    return parser
+
+
 def add_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     with_config: Callable[[argparse.ArgumentParser], None],
@@ -33,19 +56,7 @@ def add_commands(
     def command(
         parent: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
     ) -> argparse.ArgumentParser:
-        parser = parent.add_parser(name, help=help_text)
-        with_config(parser)
-        parser.add_argument(
-            "--json", action="store_true", help="print JSON instead of text (default: text)"
-        )
-        parser.add_argument(
-            "--person",
-            type=int,
-            default=None,
-            help="the person's id (default: the only person in the store)",
-        )
-        parser.set_defaults(func=cmd_continuity)
-        return parser
+        return person_command(parent, name, help_text, with_config, cmd_continuity)
 
     command(focus_sub, "show", "the focus, its updates, and whether it faded")
     command(focus_sub, "set", "set a new focus").add_argument("text", help="the focus")

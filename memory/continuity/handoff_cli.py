@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.config import Config, load_config
 from memory.continuity.book import ContinuityBook
+from memory.continuity.cli import person_command
 from memory.continuity.handoff import HandoffBook, HandoffNote
 from memory.continuity.profile import ProfileBook, ProfileInfo
 
@@ -33,19 +34,7 @@ def add_commands(
     def command(
         parent: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
     ) -> argparse.ArgumentParser:
-        parser = parent.add_parser(name, help=help_text)
-        with_config(parser)
-        parser.add_argument(
-            "--json", action="store_true", help="print JSON instead of text (default: text)"
-        )
-        parser.add_argument(
-            "--person",
-            type=int,
-            default=None,
-            help="the person's id (default: the only person in the store)",
-        )
-        parser.set_defaults(func=cmd_handoff)
-        return parser
+        return person_command(parent, name, help_text, with_config, cmd_handoff)
 
     command(handoff_sub, "read", "the person's newest handoff note")
     command(
