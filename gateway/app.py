@@ -458,8 +458,9 @@ async def _warm_up(
         if memory_pack is not None:
             memory_pack.before_pack = sessions.before_pack
         gateway.webchat.on_page_closed = sessions.page_closed
-        # Last after the turn: the quiet spell that ends a session starts once it is done.
-        pipeline.after_stages = (*pipeline.after_stages, sessions.after_stage)
+        if config.memory.enabled or config.persona.enabled:
+            # Last after the turn: the quiet spell that ends a session starts once it is done.
+            pipeline.after_stages = (*pipeline.after_stages, sessions.after_stage)
         if gateway.upkeep is not None:
             # Started once the observer exists: the nightly's extraction catch-up runs it.
             if config.persona.enabled:

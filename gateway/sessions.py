@@ -110,6 +110,10 @@ class Sessions:
         found = self._open.get(conversation_id)
         if found is not None:
             self._touch(person_id, conversation_id, found.after_s, found.why)
+        else:
+            # The session ended while the turn ran (a page closed, or a turn longer than
+            # the idle time): its reply is new work, so a session opens again for it.
+            self._touch(person_id, conversation_id, self.idle_s or self.close_s)
 
     @property
     def after_stage(self) -> SessionTouch:

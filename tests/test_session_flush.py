@@ -265,3 +265,12 @@ async def test_the_quiet_spell_counts_from_the_end_of_a_turn_not_its_start() -> 
             break
         await asyncio.sleep(0.02)
     assert sessions.open_sessions == 0
+
+
+async def test_a_turn_that_outlasts_its_session_opens_one_again_for_its_reply() -> None:
+    sessions = Sessions([], None, idle_s=0.1, catch_up_s=0.05)
+    await sessions.before_pack(7, 70, 700)
+    await asyncio.sleep(0.3)  # the session ended (idle) while the turn still ran
+    assert sessions.open_sessions == 0
+    sessions.turn_ended(7, 70)
+    assert sessions.open_sessions == 1  # its reply is flushed when this one ends
