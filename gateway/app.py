@@ -148,9 +148,12 @@ def create_app(
             # Another data directory may be configured with the same database
             # (store.url): held from before the store opens (a second gateway must not
             # migrate it under the first) until after it closes.
-            await parts.enter_async_context(
-                claim_database(config.database_url, config.store.lock_check_s, on_lost=lost)
-            )
+            # In a cluster (store.cluster, PostgreSQL) several gateways share the
+            # database on purpose: per-role leases in the store take this lock's place.
+            if not config.store.cluster:
+                await parts.enter_async_context(
+                    claim_database(config.database_url, config.store.lock_check_s, on_lost=lost)
+                )
             store = Store(
                 config.database_url,
                 echo=config.store.echo,

@@ -86,6 +86,13 @@ class StoreConfig:
     # Reader sessions open at once; more wait their turn (in order, no timeout)
     # instead of failing on the connection pool's limit. The pool is sized from it.
     read_sessions: PositiveInt = 4
+    # PostgreSQL only: several gateway processes share the database (issue 25).
+    # The one-gateway lock gives way to per-role leases held in the store; each
+    # process keeps its own data_dir (index files are never shared).
+    cluster: bool = False
+    # A cluster lease (a turn's claim, a singleton runner's) not renewed for this
+    # long is another process's to take: the fail-over time when a holder dies.
+    lease_s: PositiveFloat = 15.0
 
 
 @dataclass(frozen=True)
@@ -1087,6 +1094,11 @@ def _validate(config: Config) -> None:
         zone_named(config.agent.timezone)
     except UnknownZone as exc:
         raise ConfigError(f"agent.timezone: {exc}") from exc
+    if config.store.cluster and not config.database_url.startswith("postgresql"):
+        raise ConfigError(
+            "store.cluster: needs a PostgreSQL store.url (postgresql+asyncpg://...); "
+            "a SQLite store serves one gateway process"
+        )
     if config.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log.level: {config.log.level!r} is not DEBUG, INFO, WARNING or ERROR")
     if config.brain.kind == "claude" and not config.anthropic_api_key:

@@ -420,3 +420,11 @@ def test_a_secret_in_an_agentgw_variable_names_the_variable_that_takes_it(
     assert "environment variable ANTHROPIC_API_KEY " in message
     assert "did you mean" not in message  # not "claude.api_key_env", which takes a name
     assert "sk-in-env" not in message
+
+
+def test_a_cluster_needs_postgresql(tmp_path: Path) -> None:
+    path = write(tmp_path, "[store]\ncluster = true\n")
+    with pytest.raises(ConfigError, match=r"store\.cluster: needs a PostgreSQL"):
+        load_config(path, env={})
+    pg = write(tmp_path, '[store]\ncluster = true\nurl = "postgresql+asyncpg://db/agentgw"\n')
+    assert load_config(pg, env={}).store.cluster

@@ -13,10 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import socket
-import subprocess
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -32,6 +29,7 @@ from gateway.errors import DatabaseInUse
 from gateway.store import Store
 from gateway.store.datalock import ADVISORY_KEY, PostgresLock, claim_database
 from gateway.store.repo import Address, resolve_address, store_inbound
+from gateway.testing.postgres import PG_BINARIES, throwaway_postgres
 from memory import repo
 from memory.curate import MemoryCurator
 from memory.models import MemoryItem, MemoryTrace
@@ -39,7 +37,6 @@ from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
 from memory.types import ItemType, Tier
 
-PG_BINARIES = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
 pytestmark = pytest.mark.skipif(not PG_BINARIES, reason="Debian postgresql is not installed")
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -54,40 +51,11 @@ SAID = [
 MESSAGES = ("where did I go hiking?", "tell me about pottery", "how is Miso?", "Ana")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[str]:
     """A throwaway PostgreSQL server; the URL of its server, without a database."""
-    binaries = PG_BINARIES[-1].parent
-    root = Path(tempfile.mkdtemp(prefix="agentgw-pg-"))
-    # PostgreSQL refuses to run as root: then it runs as Debian's postgres user.
-    as_user: list[str] = []
-    if os.geteuid() == 0:
-        as_user = ["runuser", "-u", "postgres", "--"]
-        shutil.chown(root, "postgres")
-    data, port = root / "data", _free_port()
-    subprocess.run(
-        [*as_user, str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-        check=True,
-        capture_output=True,
-    )
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    pg_ctl = [*as_user, str(binaries / "pg_ctl"), "-D", str(data)]
-    subprocess.run(
-        [*pg_ctl, "-w", "-l", str(root / "log"), "-o", options, "start"],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:{port}"
-    finally:
-        subprocess.run([*pg_ctl, "-m", "immediate", "stop"], check=False, capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+    with throwaway_postgres() as server:
+        yield server
 
 
 @pytest.fixture
