@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from importlib import resources
@@ -36,11 +37,13 @@ from gateway.runtime import GATEWAY, Gateway
 from gateway.sessions import Sessions
 from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
+from gateway.store.notify import PgListener
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
 from memory.continuity.stages import build_continuity
 from memory.embed import Embedder
+from memory.feed import IndexFeed
 from memory.jobs.calendar import UpkeepCalendar
 from memory.jobs.metrics import run_calendar
 from memory.jobs.registry import job_bodies
@@ -333,6 +336,15 @@ async def _warm_up(
                 # The weekly job's categories, summaries and insights come from the
                 # utility model when there is one (memory/utility.py); extractive without.
                 service.utility = BrainUtility(gateway.brain, gateway.brain.name)
+            if config.store.cluster:
+                # Each gateway keeps its own indexes; the other gateways' changes
+                # reach them through the store's notifications (memory/feed.py).
+                listener = PgListener(store.url, name=f"agentgw index feed pid {os.getpid()}")
+                await listener.start()
+                warmed.push_async_callback(listener.aclose)
+                feed = IndexFeed(service, listener)
+                await feed.start()
+                warmed.push_async_callback(feed.aclose)
             memory_pack = MemoryPackStage(
                 service,
                 config.memory.history_tokens,

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from gateway.errors import StoreError
 from gateway.heap import freeze_long_lived
 from gateway.usage import charge_embedding
 from memory import repo
@@ -27,6 +28,7 @@ from memory.errors import EmbeddingUnavailable, IndexUnavailable
 from memory.index import IndexParams, PersonIndex
 from memory.lexical import LexicalIndex, LexicalUnreadable
 from memory.state import (
+    ChangeOp,
     ServiceState,
     embedding_text,
 )
@@ -245,11 +247,23 @@ class Indexes(ServiceState):
         both indexes; archived ones only leave the ANN index (``_unindex``)."""
         await self._unindex(person_id, ids)
         await self._lexical_changed(person_id, ids, restore=False)
+        await self._published("drop", person_id, ids)
 
     async def recall_again(self, person_id: int, ids: Sequence[int]) -> None:
         """Items restored to active: back into the full-text index (the ANN index is
         the caller's, which has their vectors)."""
         await self._lexical_changed(person_id, ids, restore=True)
+        await self._published("restore", person_id, ids)
+
+    async def _published(self, op: ChangeOp, person_id: int, ids: Sequence[int]) -> None:
+        """Tells the cluster's other gateways (memory/feed.py); a failure costs them
+        time, not correctness: they catch up at their next reconnection or open."""
+        if self.publish is None or not ids:
+            return
+        try:
+            await self.publish(op, person_id, ids)
+        except StoreError:
+            log.exception("memory: could not tell the cluster of a change (%s)", op)
 
     async def _lexical_changed(self, person_id: int, ids: Sequence[int], *, restore: bool) -> None:
         if not ids:
@@ -360,6 +374,7 @@ class Indexes(ServiceState):
     async def unindex(self, person_id: int, ids: Sequence[int]) -> None:
         """Archived items leave the ANN index; full text keeps them (upkeep jobs)."""
         await self._unindex(person_id, ids)
+        await self._published("unindex", person_id, ids)
 
     async def _unindex(self, person_id: int, ids: Sequence[int]) -> None:
         index = await self.index(person_id)
@@ -395,3 +410,4 @@ class Indexes(ServiceState):
             matrix = await self._current_vectors(with_vectors)
             await asyncio.to_thread(index.add, with_vectors, matrix)
             await self._maybe_save(index)
+            await self._published("add", person_id, with_vectors)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gateway.clock import day_start
 from gateway.config import MemoryConfig, UpkeepJobsConfig
@@ -33,6 +34,10 @@ from memory.timeparse import TimeWindow
 from memory.tree.service import MemoryTree
 from memory.types import ItemStatus, ItemType
 from memory.utility import UtilityModel
+
+# A change to which items are searchable, told to a cluster's other gateways (memory/feed.py).
+ChangeOp = Literal["add", "restore", "drop", "unindex"]
+Publish = Callable[[ChangeOp, int, Sequence[int]], Awaitable[None]]
 
 # How far before/after an event "before the trip" looks.
 ANCHOR_SPAN = timedelta(days=30)
@@ -228,6 +233,9 @@ class ServiceState:
         # The memory tree (memory/tree/): updated off the reply's path after writes.
         self.tree = MemoryTree(store, config, self.zones, lambda: self.utility)
         self._indexes: dict[int, PersonIndex] = {}
+        # In a cluster, tells the other gateways which items became searchable or
+        # stopped being so (memory/feed.py); None on a single gateway.
+        self.publish: Publish | None = None
         self._opening: dict[int, asyncio.Lock] = {}
         # Who speaks in each person's conversations (first names), for search_text.
         self._speakers: dict[int, set[str]] = {}
