@@ -16,7 +16,7 @@ import pytest
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.notify import PgListener
-from gateway.store.repo import resolve_address
+from gateway.store.repo import Address, resolve_address
 from gateway.testing.postgres import PG_BINARIES, create_database
 from memory.embed import SentenceEmbedder
 from memory.feed import IndexFeed
@@ -83,15 +83,20 @@ async def found_within(member: Member, person_id: int, question: str, words: str
     return False
 
 
+async def sam_with_indexes_open_on(b: Member, a: Member) -> Address:
+    """Sam, with one item stored by A; B opens Sam's indexes now (its first pack
+    reads the store): what A stores from here on reaches them only through the feed."""
+    sam = await resolve_address(a.store, "webchat", "session-sam", display_name="Sam")
+    await a.memory.ingest([Episode(sam.person_id, "My cat Miso sleeps all day", T0, "user", "Sam")])
+    assert "Miso" in await packed(b, sam.person_id, "how is my cat?")
+    return sam
+
+
 async def test_an_item_stored_by_one_gateway_is_found_by_the_others_pack(
     two: tuple[Member, Member],
 ) -> None:
     a, b = two
-    sam = await resolve_address(a.store, "webchat", "session-sam", display_name="Sam")
-    await a.memory.ingest([Episode(sam.person_id, "My cat Miso sleeps all day", T0, "user", "Sam")])
-    # B opens Sam's indexes now (its first pack reads the store): what A stores
-    # from here on reaches them only through the feed.
-    assert "Miso" in await packed(b, sam.person_id, "how is my cat?")
+    sam = await sam_with_indexes_open_on(b, a)
     await a.memory.ingest(
         [
             Episode(
@@ -123,9 +128,7 @@ async def test_missed_notifications_are_made_good_by_reconciling(
     two: tuple[Member, Member],
 ) -> None:
     a, b = two
-    sam = await resolve_address(a.store, "webchat", "session-sam", display_name="Sam")
-    await a.memory.ingest([Episode(sam.person_id, "My cat Miso sleeps all day", T0, "user", "Sam")])
-    assert "Miso" in await packed(b, sam.person_id, "how is my cat?")
+    sam = await sam_with_indexes_open_on(b, a)
     # B hears nothing meanwhile (its LISTEN connection is closed).
     await b.listener.aclose()
     await a.memory.ingest(
