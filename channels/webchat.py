@@ -89,7 +89,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from channels.new_people import NewPeopleLimit, is_loopback_peer
 from gateway.errors import AgentGWError, FrameTooLarge, InputError, MalformedFrame, RateLimited
-from gateway.hub import ConversationHub
+from gateway.hub import ConversationHub, InFlight
 from gateway.linking import LinkCodes
 from gateway.messages import Inbound, TurnEvent, TurnEventKind
 from gateway.router import Router
@@ -245,7 +245,7 @@ class BadFrames:
 
 
 def history_frame(entry: HistoryEntry) -> dict[str, Any]:
-    frame = {
+    frame: dict[str, Any] = {
         "message_id": entry.message_id,
         "role": entry.role.value,
         "text": entry.text,
@@ -264,6 +264,13 @@ def history_frame(entry: HistoryEntry) -> dict[str, Any]:
 
 def tool_line_frames(lines: Sequence[tuple[str, bool]]) -> list[dict[str, Any]]:
     return [{"text": text, "error": failed} for text, failed in lines]
+
+
+def in_flight_frame(flight: InFlight) -> dict[str, Any]:
+    frame: dict[str, Any] = {"reply_to": flight.message_id, "text": flight.text}
+    if flight.tools:
+        frame["tool_lines"] = tool_line_frames(flight.tools)
+    return frame
 
 
 def event_frame(event: TurnEvent) -> dict[str, Any]:
@@ -445,15 +452,7 @@ class WebchatChannel:
                 {
                     "type": "history",
                     "messages": [history_frame(e) for e in entries],
-                    "in_flight": (
-                        {
-                            "reply_to": flight.message_id,
-                            "text": flight.text,
-                            "tool_lines": tool_line_frames(flight.tools),
-                        }
-                        if flight
-                        else None
-                    ),
+                    "in_flight": in_flight_frame(flight) if flight else None,
                 }
             )
             rate = RateWindow(self.limits.rate_per_minute)
