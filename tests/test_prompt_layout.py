@@ -10,8 +10,10 @@ blocks before it); the OpenAI-compatible body has the same order and no marks.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,13 @@ from gateway.brains.base import (
     TURN_OPEN,
     BlockKind,
     BrainRequest,
+    Role,
     ToolSpec,
 )
 from gateway.brains.claude import ClaudeBrain
 from gateway.brains.openai_compat import OpenAICompatBrain
-from gateway.prompt import HistoryEntry, PromptDraft
+from gateway.context import RecentHistoryStage
+from gateway.prompt import HistoryEntry, PastMessage, PromptDraft, TurnContext
 from gateway.testing.fake_anthropic import FakeAnthropic
 from gateway.testing.fake_model import LOOKBACK_BLOCKS, PrefixCache
 from gateway.testing.fake_openai import FakeOpenAI
@@ -218,3 +222,49 @@ def test_the_fake_cache_looks_back_from_a_breakpoint_as_anthropic_does() -> None
     fresh.account("m", parts[:5], [4])
     _, read, _ = fresh.account("m", parts[:5], [2])
     assert read == 0
+
+
+def past(n: int, tokens: int) -> PastMessage:
+    role: Role = "user" if n % 2 else "assistant"
+    return PastMessage(n, role, f"message {n}", tokens, datetime(2026, 11, 25, tzinfo=UTC))
+
+
+def turn_at(n: int) -> TurnContext:
+    """Turn of message ``n`` (odd: the person's), after messages 1..n-1 of 10 tokens."""
+    return TurnContext(
+        turn_id=n,
+        conversation_id=7,
+        person_id=1,
+        channel="webchat",
+        message_id=n,
+        text="",
+        received_at=datetime(2026, 11, 25, tzinfo=UTC),
+        recent=tuple(past(i, 10) for i in range(1, n)),
+    )
+
+
+async def test_the_history_window_moves_in_steps_so_its_start_holds_for_turns() -> None:
+    stepped, sliding = RecentHistoryStage(100, 40), RecentHistoryStage(100)
+    starts: list[tuple[int, int]] = []
+    slid: list[int] = []
+    for n in range(3, 60, 2):
+        for stage in (stepped, sliding):
+            draft = PromptDraft()
+            await stage.apply(turn_at(n), draft)
+            ids = [e.message_id for e in draft.history]
+            assert len(ids) * 10 <= 100
+            # Always the newest messages, from one of the person's.
+            assert ids == list(range(ids[0], n))
+            assert draft.history[0].role == "user"
+            if stage is stepped:
+                starts.append((n, ids[0]))
+            else:
+                slid.append(ids[0])
+    # Sliding, the first message changes every turn once the budget is full; in steps,
+    # only when the window from it no longer fits (here every 3rd turn).
+    firsts = [first for _, first in starts]
+    assert sum(a != b for a, b in itertools.pairwise(slid)) > 20
+    assert sum(a != b for a, b in itertools.pairwise(firsts)) <= 10
+    assert firsts == sorted(firsts)
+    # Never more than the budget, never less than budget - step (6 messages here).
+    assert all(6 <= n - first <= 10 for n, first in starts if n > 11)
