@@ -59,24 +59,29 @@ UTILITY_MODEL = "claude-haiku-5-5"
 BENCH_KEY = "bench-key"
 
 
-def bench_config(data_dir: Path, base_url: str) -> Config:
+def bench_config(
+    data_dir: Path, base_url: str, extra: dict[str, dict[str, Any]] | None = None
+) -> Config:
     empty = data_dir / "agentgw.toml"
     empty.touch()
+    overrides: dict[str, dict[str, Any]] = {
+        "store": {"data_dir": str(data_dir / "data")},
+        "memory": {"embedder": "none"},
+        "agent": {"timezone": "UTC"},
+        "observe": {"observer": "rules"},
+        "brain": {"kind": "claude", "timeout_s": 30.0, "max_retries": 0},
+        "claude": {"reply_model": REPLY_MODEL, "utility_model": UTILITY_MODEL},
+        # 57 messages in a few seconds: the per-page limit would refuse some.
+        "webchat": {"rate_per_minute": 10_000},
+        "upkeep_jobs": {"session_idle_s": 0.0, "session_close_s": 0.0},
+        "links": {"people": [f"webchat:{SESSION_ONE} webchat:{SESSION_TWO}"]},
+    }
+    for section, values in (extra or {}).items():
+        overrides.setdefault(section, {}).update(values)
     return load_config(
         empty,
         env={"ANTHROPIC_API_KEY": BENCH_KEY, "ANTHROPIC_BASE_URL": base_url},
-        overrides={
-            "store": {"data_dir": str(data_dir / "data")},
-            "memory": {"embedder": "none"},
-            "agent": {"timezone": "UTC"},
-            "observe": {"observer": "rules"},
-            "brain": {"kind": "claude", "timeout_s": 30.0, "max_retries": 0},
-            "claude": {"reply_model": REPLY_MODEL, "utility_model": UTILITY_MODEL},
-            # 57 messages in a few seconds: the per-page limit would refuse some.
-            "webchat": {"rate_per_minute": 10_000},
-            "upkeep_jobs": {"session_idle_s": 0.0, "session_close_s": 0.0},
-            "links": {"people": [f"webchat:{SESSION_ONE} webchat:{SESSION_TWO}"]},
-        },
+        overrides=overrides,
     )
 
 
@@ -131,7 +136,9 @@ async def _session(
     return ws
 
 
-async def run_scenario(data_dir: Path) -> dict[str, Any]:
+async def run_scenario(
+    data_dir: Path, extra: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     from gateway.app import create_app
     from gateway.brains.claude import ClaudeBrain
     from gateway.runtime import GATEWAY
@@ -140,7 +147,7 @@ async def run_scenario(data_dir: Path) -> dict[str, Any]:
     from memory.continuity.handoff import HANDOFF_HEADER, HandoffBook
 
     async with FakeAnthropic(reply=reply, api_key=BENCH_KEY, chunk_chars=64) as fake:
-        config = bench_config(data_dir, fake.base_url)
+        config = bench_config(data_dir, fake.base_url, extra)
         app = create_app(config, brain=ClaudeBrain.from_config(config))
         runner = web.AppRunner(app)
         await runner.setup()
@@ -225,15 +232,22 @@ async def run_scenario(data_dir: Path) -> dict[str, Any]:
     }
 
 
-async def run() -> dict[str, Any]:
+async def run(extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agentgw-continuity-") as folder:
-        result = await run_scenario(Path(folder))
+        result = await run_scenario(Path(folder), extra)
     result["tool_roundtrip_ms"] = await tool_roundtrip_ms()
     return result
 
 
 def main(args: argparse.Namespace) -> int:
-    result = asyncio.run(run())
+    extra: dict[str, dict[str, Any]] = {}
+    if args.history_tokens is not None:
+        extra["memory"] = {"history_tokens": args.history_tokens}
+    if args.history_step_share is not None:
+        extra["context"] = {"history_step_share": args.history_step_share}
+    result = asyncio.run(run(extra))
+    if extra:
+        result["settings"] = extra
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
@@ -260,4 +274,14 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "continuity", help="handoff, decisions and the cached prefix across sessions"
     )
     bench.add_argument("--json", action="store_true", help="print JSON instead of text")
+    bench.add_argument(
+        "--history-tokens",
+        type=int,
+        help="memory.history_tokens for the run (small: the window fills and moves)",
+    )
+    bench.add_argument(
+        "--history-step-share",
+        type=float,
+        help="context.history_step_share for the run (0: the window slides a message a turn)",
+    )
     bench.set_defaults(bench_main=_main)
