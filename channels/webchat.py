@@ -18,7 +18,11 @@ client → server
         that Telegram account and this page one person (gateway/linking.py).
 server → client
     {"type": "hello", "conversation_id", "agent", "brain", "starting", "limits": {...}}
-    {"type": "history", "messages": [...], "in_flight": {"reply_to", "text"} | null}
+    {"type": "history", "messages": [...],
+     "in_flight": {"reply_to", "text", "tool_lines"} | null}
+        A reply's entry carries ``tool_lines`` ([{"text", "error"}], only when
+        the model called memory tools before it), as does ``in_flight``: a
+        page that reconnects shows the "looked up …" lines the live one did.
     {"type": "ack", "client_id", "message_id", "duplicate": bool}
     {"type": "message", "message_id", "client_id", "text", "created_at"}   (any open page)
     {"type": "delta", "text", "reply_to"}
@@ -76,7 +80,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -85,7 +89,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from channels.new_people import NewPeopleLimit, is_loopback_peer
 from gateway.errors import AgentGWError, FrameTooLarge, InputError, MalformedFrame, RateLimited
-from gateway.hub import ConversationHub
+from gateway.hub import ConversationHub, InFlight
 from gateway.linking import LinkCodes
 from gateway.messages import Inbound, TurnEvent, TurnEventKind
 from gateway.router import Router
@@ -241,7 +245,7 @@ class BadFrames:
 
 
 def history_frame(entry: HistoryEntry) -> dict[str, Any]:
-    return {
+    frame: dict[str, Any] = {
         "message_id": entry.message_id,
         "role": entry.role.value,
         "text": entry.text,
@@ -253,6 +257,20 @@ def history_frame(entry: HistoryEntry) -> dict[str, Any]:
         "reply_to": entry.reply_to,
         "partial_text": entry.partial_text,
     }
+    if entry.tool_lines:
+        frame["tool_lines"] = tool_line_frames(entry.tool_lines)
+    return frame
+
+
+def tool_line_frames(lines: Sequence[tuple[str, bool]]) -> list[dict[str, Any]]:
+    return [{"text": text, "error": failed} for text, failed in lines]
+
+
+def in_flight_frame(flight: InFlight) -> dict[str, Any]:
+    frame: dict[str, Any] = {"reply_to": flight.message_id, "text": flight.text}
+    if flight.tools:
+        frame["tool_lines"] = tool_line_frames(flight.tools)
+    return frame
 
 
 def event_frame(event: TurnEvent) -> dict[str, Any]:
@@ -434,9 +452,7 @@ class WebchatChannel:
                 {
                     "type": "history",
                     "messages": [history_frame(e) for e in entries],
-                    "in_flight": (
-                        {"reply_to": flight.message_id, "text": flight.text} if flight else None
-                    ),
+                    "in_flight": in_flight_frame(flight) if flight else None,
                 }
             )
             rate = RateWindow(self.limits.rate_per_minute)

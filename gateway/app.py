@@ -102,7 +102,10 @@ def build_stages(
         return [
             PersonaStage(persona),
             clock,
-            RecentHistoryStage(config.context.history_tokens),
+            RecentHistoryStage(
+                config.context.history_tokens,
+                int(config.context.history_tokens * config.context.history_step_share),
+            ),
             *extra,
         ]
     # The pack recalls older messages; only the last exchanges stay verbatim. The
@@ -110,7 +113,11 @@ def build_stages(
     return [
         PersonaStage(persona),
         clock,
-        RecentHistoryStage(memory_pack.history_tokens),
+        # In steps, so the history's cached prefix holds for several turns.
+        RecentHistoryStage(
+            memory_pack.history_tokens,
+            int(memory_pack.history_tokens * config.context.history_step_share),
+        ),
         memory_pack,
         *extra,
     ]

@@ -168,6 +168,10 @@ class ContextConfig:
     history_tokens: PositiveInt = 3000
     # Messages read from the store to fill that budget.
     history_max_messages: PositiveInt = 200
+    # The history's start moves in steps of this share of its budget (the memory's
+    # history_tokens when the memory layer is on), not a message a turn: its beginning,
+    # and so the prompt cache over it, holds for several turns. 0: a message a turn.
+    history_step_share: Annotated[float, Field(ge=0, le=0.9)] = 0.25
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.events import StageEvent
 from gateway.messages import TurnEvent, TurnEventKind
@@ -24,6 +24,8 @@ class InFlight:
 
     message_id: int
     text: str = ""
+    # The "looked up …" lines of the memory tools it called so far: (line, failed).
+    tools: list[tuple[str, bool]] = field(default_factory=list)
 
 
 class ConversationHub:
@@ -72,6 +74,11 @@ class ConversationHub:
             if flight is None or flight.message_id != event.message_id:
                 flight = self._in_flight[event.conversation_id] = InFlight(event.message_id)
             flight.text += event.text
+        elif event.kind is TurnEventKind.TOOL:
+            flight = self._in_flight.get(event.conversation_id)
+            if flight is None or flight.message_id != event.message_id:
+                flight = self._in_flight[event.conversation_id] = InFlight(event.message_id)
+            flight.tools.append((event.text, event.code == "error"))
         elif event.kind in (TurnEventKind.REPLY, TurnEventKind.ERROR):
             self._in_flight.pop(event.conversation_id, None)
         for subscriber in list(self._subscribers.get(event.conversation_id, ())):

@@ -1,8 +1,11 @@
 """The prompt as stages build it, and its composition in a fixed order.
 
-Order: persona contract → observations → memory pack → guidance (time,
-channel, anchors) → history → the new message. The stable part comes first
-and carries the cache mark, so Claude's prompt cache holds it across turns.
+Order, as the provider's prompt cache reads it (tools → system → messages):
+persona contract and observations (the system prompt, cache mark 1) → the
+history (cache mark 2 on its last message) → the final user message: the
+per-turn blocks (memory pack, time and channel, this turn's guidance) framed
+as the gateway's, then the person's words. What changes every turn comes
+after both marks, so turn N+1 reads turn N's whole prefix from the cache.
 """
 
 from __future__ import annotations
@@ -123,12 +126,24 @@ class PromptDraft:
         cache: bool = True,
     ) -> BrainRequest:
         present = [kind for kind in ORDER if self.blocks.get(kind)]
-        last_stable = max((i for i, kind in enumerate(present) if kind in STABLE_KINDS), default=-1)
+        stable = [kind for kind in present if kind in STABLE_KINDS]
+        # The cache's layout (tools → system → messages): the stable blocks first, marked
+        # at their end; then the history, marked at its last message, which the next turn
+        # repeats; the per-turn blocks (pack, clock, guidance) come last, framed in the
+        # final user message by the brain, so no per-turn text sits inside a cached prefix.
         system = tuple(
-            SystemBlock(kind, "\n\n".join(self.blocks[kind]), cache=cache and i == last_stable)
-            for i, kind in enumerate(present)
+            SystemBlock(kind, "\n\n".join(self.blocks[kind]), cache=cache and kind is stable[-1])
+            for kind in stable
+        ) + tuple(
+            SystemBlock(kind, "\n\n".join(self.blocks[kind]), per_turn=True)
+            for kind in present
+            if kind not in STABLE_KINDS
         )
-        history = (ChatMessage(e.role, e.text) for e in self.history)
+        last = len(self.history) - 1
+        history = (
+            ChatMessage(e.role, e.text, cache=cache and i == last)
+            for i, e in enumerate(self.history)
+        )
         messages = (*history, ChatMessage("user", message))
         return BrainRequest(
             system=system,

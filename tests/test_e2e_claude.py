@@ -11,11 +11,13 @@ import aiohttp
 import pytest
 from sqlalchemy import select
 
+from gateway.brains.base import TURN_CLOSE, TURN_OPEN
 from gateway.brains.claude import ClaudeBrain
 from gateway.config import Config
 from gateway.context import load_persona
 from gateway.store import Message, MessageRole, Turn, TurnStatus
 from gateway.testing.fake_anthropic import FakeAnthropic
+from gateway.tokens import estimate_tokens
 from tests.conftest import RunningGateway, make_config, start_gateway
 
 KEY = "sk-ant-e2e-key"
@@ -88,16 +90,28 @@ async def test_a_conversation_streams_through_the_sdk_and_stores_usage(
     assert frames[-1]["text"] == SECOND
     await ws.close()
 
-    # The second request carries the first turn, and the persona block with the cache mark.
+    # The second request carries the first turn, cache-marked at its last message, then
+    # this turn's context framed ahead of the person's words; the persona block carries
+    # the system prompt's cache mark.
     assert len(fake.message_requests) == 2
     first_body, second_body = (r.body for r in fake.message_requests)
     assert second_body["model"] == REPLY_MODEL
     assert second_body["stream"] is True
-    assert second_body["messages"] == [
+    history, final = second_body["messages"][:2], second_body["messages"][2]
+    assert history == [
         {"role": "user", "content": "Hi, I'm Sam."},
-        {"role": "assistant", "content": FIRST},
-        {"role": "user", "content": "What's my name?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": FIRST, "cache_control": {"type": "ephemeral"}}],
+        },
     ]
+    assert final["role"] == "user"
+    frame, said = final["content"]
+    assert said == {"type": "text", "text": "What's my name?"}
+    assert frame["text"].startswith(TURN_OPEN)
+    assert frame["text"].endswith(TURN_CLOSE)
+    assert "cache_control" not in frame
+    assert "cache_control" not in said
     persona = load_persona("", "Ada").strip()
     system = second_body["system"]
     assert system[0]["text"].startswith(persona[:200])
@@ -105,9 +119,9 @@ async def test_a_conversation_streams_through_the_sdk_and_stores_usage(
     marked = [block for block in system if "cache_control" in block]
     assert len(marked) == 1
     assert marked[0]["cache_control"] == {"type": "ephemeral"}
-    # The mark is on the stable prefix, never on the per-turn guidance (time, channel).
-    assert "arrived on" not in marked[0]["text"]
-    assert any("arrived on" in block["text"] for block in system)
+    # The per-turn guidance (time, channel) is in the frame, never in the system prompt.
+    assert not any("arrived on" in block["text"] for block in system)
+    assert "arrived on" in frame["text"]
 
     store = claude_gateway.gateway.store
     async with store.session() as session:
@@ -127,8 +141,11 @@ async def test_a_conversation_streams_through_the_sdk_and_stores_usage(
         assert turn.input_tokens > 0
         assert turn.output_tokens > 0
         assert turn.error_code is None
-    # Turn one wrote the persona prefix to the cache; turn two read exactly that back.
+    # Turn one wrote the persona prefix to the cache; turn two read exactly that back and
+    # wrote only the history it added (the two messages of turn one).
     assert first.cache_write_tokens > 0
     assert first.cache_read_tokens == 0
     assert second.cache_read_tokens == first.cache_write_tokens
-    assert second.cache_write_tokens == 0
+    assert second.cache_write_tokens == estimate_tokens("user:Hi, I'm Sam.") + estimate_tokens(
+        f"assistant:{FIRST}"
+    )

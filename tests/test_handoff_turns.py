@@ -279,7 +279,9 @@ async def test_continuity_bench_reports_its_keys() -> None:
     assert result["decisions_recalled"] == 1.0
     assert result["decisions_logged"] == 3
     assert result["turns"] == TURNS
-    assert 0 < result["prefix_cache_hit_ratio"] <= 1
+    # The fake's cache reads over all input tokens: the old layout (pack in the system
+    # prompt, history unmarked) read 0.60 of it; this one 0.80.
+    assert 0.7 < result["prefix_cache_hit_ratio"] <= 1
     assert 0 < result["prefix_tokens"]["p50"] <= result["prefix_tokens"]["max"]
     tools = result["tool_roundtrip_ms"]
     assert tools["calls"] == 50

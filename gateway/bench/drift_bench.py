@@ -258,7 +258,10 @@ async def run_conversation(
                 [
                     PersonaStage(persona_text),
                     ClockStage(),
-                    RecentHistoryStage(config.context.history_tokens),
+                    RecentHistoryStage(
+                        config.context.history_tokens,
+                        int(config.context.history_tokens * config.context.history_step_share),
+                    ),
                     *loop.context_stages,
                 ],
                 ConversationHub(),

@@ -35,6 +35,8 @@ from gateway.brains.base import (
     ToolRound,
     ToolSpec,
     Usage,
+    defuse_turn_tags,
+    turn_frame,
 )
 from gateway.config import Config
 from gateway.errors import (
@@ -65,11 +67,36 @@ def system_blocks(blocks: tuple[SystemBlock, ...]) -> list[TextBlockParam]:
 
 
 def message_param(message: ChatMessage) -> MessageParam:
+    if message.cache:
+        # As a block: only a content block can carry the cache mark.
+        marked: list[TextBlockParam] = [
+            {"type": "text", "text": message.text, "cache_control": {"type": "ephemeral"}}
+        ]
+        if message.role == "user":
+            return {"role": "user", "content": marked}
+        return {"role": "assistant", "content": marked}
     if message.role == "user":
         user: UserMessageParam = {"role": "user", "content": message.text}
         return user
     assistant: AssistantMessageParam = {"role": "assistant", "content": message.text}
     return assistant
+
+
+def message_params(request: BrainRequest) -> list[MessageParam]:
+    """The messages in the cache's order: the history (its last message cache-marked by
+    the composer), then the final user message with the per-turn blocks framed ahead of
+    the person's words, so everything before that message is the same next turn."""
+    out = [message_param(m) for m in request.messages]
+    frame = turn_frame(request.turn_blocks())
+    if frame and request.messages and request.messages[-1].role == "user":
+        said = defuse_turn_tags(request.messages[-1].text)
+        out[-1] = {
+            "role": "user",
+            "content": [{"type": "text", "text": frame}, {"type": "text", "text": said}],
+        }
+    elif frame:
+        out.append({"role": "user", "content": frame})
+    return out
 
 
 def tool_params(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
@@ -214,10 +241,10 @@ class ClaudeBrain(BaseBrain):
         params: dict[str, Any] = {
             "model": self.model_for(request.purpose),
             "max_tokens": request.max_tokens,
-            "messages": [message_param(m) for m in request.messages],
+            "messages": message_params(request),
         }
-        if request.system:
-            params["system"] = system_blocks(request.system)
+        if request.prefix_blocks():
+            params["system"] = system_blocks(request.prefix_blocks())
         if request.tools:
             # The API puts tools before the system prompt in its cache order: the system
             # block's cache mark covers their definitions too.

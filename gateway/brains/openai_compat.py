@@ -40,6 +40,8 @@ from gateway.brains.base import (
     ToolCall,
     ToolRound,
     Usage,
+    defuse_turn_tags,
+    turn_frame,
 )
 from gateway.config import Config
 from gateway.errors import (
@@ -240,7 +242,16 @@ class OpenAICompatBrain(BaseBrain):
         messages: list[dict[str, Any]] = [
             {"role": m.role, "content": m.text} for m in request.messages
         ]
-        system = request.system_text() if request.system else ""
+        # The same order as Claude's (no cache marks here: servers that cache prefixes do
+        # it by themselves): stable system text, the history, then the per-turn blocks
+        # framed ahead of the person's words in the final user message.
+        frame = turn_frame(request.turn_blocks())
+        if frame and messages and messages[-1]["role"] == "user":
+            said = defuse_turn_tags(str(messages[-1]["content"]))
+            messages[-1] = {"role": "user", "content": f"{frame}\n\n{said}"}
+        elif frame:
+            messages.append({"role": "user", "content": frame})
+        system = "\n\n".join(b.text for b in request.prefix_blocks())
         if system and self.system_role == "user":
             if messages and messages[0]["role"] == "user":
                 messages[0] = {"role": "user", "content": f"{system}\n\n{messages[0]['content']}"}

@@ -499,6 +499,18 @@ class HistoryEntry:
     reply_to: int | None = None
     # For user messages whose turn failed mid-reply: the text it had streamed.
     partial_text: str | None = None
+    # For replies: the "looked up …" lines of the memory tools the model called first
+    # (line, failed), so a page that reconnects shows them as the live one did.
+    tool_lines: tuple[tuple[str, bool], ...] = ()
+
+
+def tool_lines(calls: list[dict[str, Any]] | None) -> tuple[tuple[str, bool], ...]:
+    """The page's lines of a turn's stored tool calls (``turns.tool_calls``)."""
+    return tuple(
+        (str(call.get("line", "")), bool(call.get("error")))
+        for call in calls or ()
+        if isinstance(call, dict) and call.get("line")
+    )
 
 
 async def conversation_history(
@@ -540,6 +552,7 @@ async def conversation_history(
                 error_code=turn.error_code if turn else None,
                 reply_to=replied.inbound_message_id if replied else None,
                 partial_text=turn.partial_text if turn else None,
+                tool_lines=tool_lines(replied.tool_calls) if replied else (),
             )
         )
     return entries

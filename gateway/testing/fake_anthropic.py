@@ -97,6 +97,8 @@ class FakeAnthropic(FakeModelServer):
             delta_delay_s=delta_delay_s,
             models=models,
         )
+        # (model, usage) of every answered Messages call, in order.
+        self.usages: list[tuple[str, dict[str, int]]] = []
 
     @property
     def base_url(self) -> str:
@@ -193,12 +195,15 @@ class FakeAnthropic(FakeModelServer):
                 if block.get("cache_control"):
                     breakpoints.append(len(segments) - 1)
         uncached, read, written = self.cache.account(str(body["model"]), segments, breakpoints)
-        return {
+        usage = {
             "input_tokens": uncached,
             "cache_creation_input_tokens": written,
             "cache_read_input_tokens": read,
             "output_tokens": estimate_tokens(reply) if reply else 0,
         }
+        # What each answered call cost, with its model, for benches that sum the cache.
+        self.usages.append((str(body["model"]), dict(usage)))
+        return usage
 
     @staticmethod
     def _invalid(body: dict[str, Any]) -> str:

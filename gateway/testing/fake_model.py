@@ -92,6 +92,11 @@ class RecordedRequest:
     at: float
 
 
+# How far back from a breakpoint Anthropic's cache checks earlier block boundaries for a
+# hit ("up to about 20 blocks"): a prefix written at turn N's mark is found from turn N+1's.
+LOOKBACK_BLOCKS = 20
+
+
 class PrefixCache:
     """Which prompt prefixes were seen before, the way a provider's prompt cache keeps them."""
 
@@ -111,17 +116,23 @@ class PrefixCache:
         """(uncached input, cache read, cache write) tokens of a prompt.
 
         ``segments`` are the prompt's parts in order; ``breakpoints`` the
-        indexes of the parts that end a cacheable prefix. The longest prefix
-        seen before is read from the cache; the rest up to the last
-        breakpoint is written to it.
+        indexes of the parts that end a cacheable prefix. Only prefixes that
+        ended at a breakpoint are ever written; the longest of them found at a
+        breakpoint or up to ``LOOKBACK_BLOCKS`` parts before one is read from
+        the cache; the rest up to the last breakpoint is written to it.
         """
         tokens = [estimate_tokens(s) for s in segments]
         total = sum(tokens)
-        read = 0
+        read_end = 0
+        # As Anthropic's cache looks up: at each breakpoint, then at the block boundaries
+        # before it (at most LOOKBACK_BLOCKS back), for a prefix an earlier request wrote
+        # at one of its own breakpoints; the longest found is read.
         for index in sorted(breakpoints, reverse=True):
-            if self._key(model, segments[: index + 1]) in self._seen:
-                read = sum(tokens[: index + 1])
-                break
+            for at in range(index, max(-1, index - LOOKBACK_BLOCKS), -1):
+                if at + 1 > read_end and self._key(model, segments[: at + 1]) in self._seen:
+                    read_end = at + 1
+                    break
+        read = sum(tokens[:read_end])
         written = 0
         if breakpoints:
             last = max(breakpoints)

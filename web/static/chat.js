@@ -293,6 +293,27 @@
     withScroll(() => stream.el.insertBefore(line, stream.bubble));
   }
 
+  // A reply's tool lines as the history replays them (a stored turn, or the one in
+  // flight): only those the element does not show yet, as live frames may have drawn
+  // some of them already.
+  function replayTools(parts, lines) {
+    if (!lines || !lines.length) return;
+    const shown = new Map();
+    for (const el of parts.el.querySelectorAll(".tool")) {
+      shown.set(el.textContent, (shown.get(el.textContent) || 0) + 1);
+    }
+    for (const line of lines) {
+      const left = shown.get(line.text) || 0;
+      if (left > 0) {
+        shown.set(line.text, left - 1);
+        continue;
+      }
+      const el = element("div", line.error ? "tool failed" : "tool");
+      el.textContent = line.text;
+      withScroll(() => parts.el.insertBefore(el, parts.bubble));
+    }
+  }
+
   function clearWaiting(stream) {
     if (stream?.waiting) {
       stream.waiting.remove();
@@ -572,10 +593,12 @@
       const flight = frame.in_flight;
       for (const m of messages) {
         if (m.role === "user") historyUser(m, flight);
-        else showReply(m);
+        else replayTools(showReply(m), m.tool_lines);
       }
       if (flight && !SETTLED.has(byId.get(flight.reply_to)?.status)) {
-        setStreamText(ensureStream(flight.reply_to), flight.text);
+        const stream = ensureStream(flight.reply_to);
+        replayTools(stream, flight.tool_lines);
+        setStreamText(stream, flight.text);
       }
       state.ready = true;
       flushOutbox();
