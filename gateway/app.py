@@ -16,6 +16,7 @@ from channels.webchat import WebchatChannel, WebchatLimits
 from gateway import __version__
 from gateway.brains import build_brain
 from gateway.brains.base import Brain
+from gateway.cluster import CLUSTER, TELEGRAM_POLLER, ClusterNode
 from gateway.config import Config, MemoryConfig
 from gateway.context import (
     ClockStage,
@@ -161,6 +162,17 @@ def create_app(
             )
             await store.open()
             parts.push_async_callback(store.close)
+            # A cluster (issue 25): this process's membership, heartbeat and singletons.
+            cluster: ClusterNode | None = None
+            if config.store.cluster:
+                cluster = app[CLUSTER] = ClusterNode(
+                    store,
+                    lease_s=config.store.lease_s,
+                    listen=f"{config.server.host}:{config.server.port}",
+                    version=__version__,
+                )
+                await cluster.start()
+                parts.push_async_callback(cluster.aclose)
             the_brain = brain if brain is not None else build_brain(config)
             parts.push_async_callback(the_brain.aclose)
             # What the warm-up builds (the memory layer) closes here: after the tasks
@@ -242,8 +254,16 @@ def create_app(
                 )
                 # After the drain, so the replies of the last turns still go out.
                 parts.push_async_callback(telegram.aclose, config.server.shutdown_grace_s)
+                if cluster is not None and config.telegram.mode == "polling":
+                    # One poller for the cluster: whoever holds its lease (a webhook
+                    # lands on any process and needs none).
+                    telegram.polls = False
                 # Returns at once: connecting (and retrying) runs in the background.
                 await telegram.start()
+                if cluster is not None and config.telegram.mode == "polling":
+                    cluster.singleton(
+                        TELEGRAM_POLLER, telegram.start_polling, telegram.stop_polling
+                    )
             gateway = app[GATEWAY] = Gateway(
                 config,
                 store,
@@ -280,6 +300,11 @@ def create_app(
             await gateway.webchat.close_all()
             if gateway.telegram is not None:
                 await gateway.telegram.stop_input()
+        cluster = app.get(CLUSTER)
+        if cluster is not None:
+            # The singletons' leases go back now, not after the drain: another process
+            # takes over the poller while this one finishes its turns.
+            await cluster.stop_singletons()
 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
