@@ -192,6 +192,8 @@ class TelegramChannel:
         # holder of the poller's lease does (start_polling/stop_polling); the others
         # still send the replies of the turns they run.
         self.polls = True
+        # False in a cluster: polling then follows the lease (and says so in the log).
+        self.polls_always = True
         self._polling = asyncio.Lock()
         self._initialized = False
 
@@ -284,6 +286,8 @@ class TelegramChannel:
                 allowed_updates=["message"],
                 error_callback=self._on_poll_error,
             )
+            if not self.polls_always:
+                log.info("telegram: polling (this process holds the poller's lease)")
 
     async def start_polling(self) -> None:
         """Call getUpdates from now on (a cluster's poller lease was taken); when the
@@ -293,7 +297,6 @@ class TelegramChannel:
             self.polls = True
             if self._initialized and self._accepting and self._app is not None:
                 await self._start_updater(self._app)
-                log.info("telegram: polling (this process holds the poller's lease)")
 
     async def stop_polling(self) -> None:
         """Stop calling getUpdates (the lease was lost or given back)."""

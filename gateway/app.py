@@ -257,7 +257,7 @@ def create_app(
                 if cluster is not None and config.telegram.mode == "polling":
                     # One poller for the cluster: whoever holds its lease (a webhook
                     # lands on any process and needs none).
-                    telegram.polls = False
+                    telegram.polls = telegram.polls_always = False
                 # Returns at once: connecting (and retrying) runs in the background.
                 await telegram.start()
                 if cluster is not None and config.telegram.mode == "polling":
@@ -277,6 +277,7 @@ def create_app(
                 telegram=telegram,
                 zones=zones,
                 persona_text=persona_text,
+                cluster=cluster,
             )
             warm_up = _warm_up(app, gateway, warmed, embedder, load)
             if _loads_models(config, embedder):
