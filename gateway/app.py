@@ -395,6 +395,9 @@ async def _warm_up(
             embedder=memory.embedder if memory is not None else None,
             budget=app[COSTS].state,
         )
+        if gateway.cluster is not None:
+            # One observer, reflector and persona version at a time across the cluster.
+            persona_loop.observe_pass.leases = gateway.cluster.leases
         # Lessons from corrections (issue 22): in every prompt's cached prefix, learned after.
         lessons = (
             build_lesson_loop(

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from gateway.store import Store
 from gateway.store.leases import Leases, Singleton, claim, leases, release, renew
 from gateway.store.members import heartbeat, join, leave, live_members, members
 from gateway.testing.postgres import PG_BINARIES, create_database, free_port
+from gateway.zones import PersonZones
 from tests.test_memory_postgres import postgres
 
 pytestmark = pytest.mark.skipif(not PG_BINARIES, reason="Debian postgresql is not installed")
@@ -242,3 +244,56 @@ async def test_a_transaction_pooled_coordinator_is_refused(
     await _reachable(session)
     await check_session_pooling(session)
     await check_session_pooling(f"{postgres}/{database}")
+
+
+async def test_two_processes_judging_one_conversation_take_turns_on_its_row(pg: Store) -> None:
+    # Two stores on one database stand for two gateways. While one holds the
+    # conversation's row (its judge's transaction), the other's verdict waits: it
+    # then reads the EWMA the first stored, and the chain does not fork.
+    from datetime import UTC, datetime
+
+    from gateway.store.repo import resolve_address, store_inbound
+    from persona.judge import SyncScorer
+    from tests.test_persona_judge import POLICY, FixedJudge, item, state_with_rules
+
+    address = await resolve_address(pg, "webchat", "cluster-judge")
+    stored = await store_inbound(pg, address, "m", datetime.now(UTC), None)
+    async with Store(pg.url) as other:
+        scorer = SyncScorer(other, FixedJudge([0.5]), POLICY)
+        async with pg.engine.begin() as holding:
+            await holding.execute(
+                text("SELECT id FROM conversations WHERE id = :c FOR NO KEY UPDATE"),
+                {"c": address.conversation_id},
+            )
+            judging = asyncio.create_task(
+                scorer.score(
+                    turn_id=stored.turn_id,
+                    conversation_id=address.conversation_id,
+                    reply_message_id=None,
+                    item=item("x", state_with_rules()),
+                )
+            )
+            await asyncio.sleep(0.5)
+            assert not judging.done()  # waits for the other transaction
+        verdict = await asyncio.wait_for(judging, 10)
+    assert verdict.ewma == 0.5
+
+
+async def test_one_process_observes_a_conversation_at_a_time(pg: Store) -> None:
+    # The observer pass of a conversation another gateway is observing now is skipped
+    # (its lease is held); once given back, this process's pass runs.
+    from gateway.store.repo import resolve_address, store_inbound
+    from persona.observation.log import ObservationLog
+    from tests.test_observe import AT, pass_in_zone
+
+    address = await resolve_address(pg, "webchat", "cluster-observe", "Sam")
+    await store_inbound(pg, address, "I live in Boston and work as a nurse.", AT, None)
+    observe = pass_in_zone(pg, ObservationLog(pg), PersonZones(pg, UTC))
+    observe.leases = Leases(pg, "this", 30)
+    other = Leases(pg, "other", 30)
+    async with other.hold(f"observe:{address.conversation_id}") as held:
+        assert held
+        assert await observe.run(address.conversation_id, address.person_id, force=True) is None
+    result = await observe.run(address.conversation_id, address.person_id, force=True)
+    assert result is not None
+    assert result.observed_messages == 1
