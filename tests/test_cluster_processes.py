@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.bench.gateway_bench import GatewayProcess
+from gateway.bench.gateway_bench import GatewayProcess, child_environment
 from gateway.store import Store
 from gateway.store.leases import leases
 from gateway.store.members import live_members, members
@@ -97,6 +98,25 @@ async def test_three_gateways_started_together_migrate_once(postgres: str, tmp_p
                 assert body["checks"]["cluster"]["ok"], body
                 assert body["checks"]["cluster"]["live_members"] == 3
                 assert body["checks"]["migrations"]["ok"]
+        # `agentgw cluster status` from the shell: the same three, and their lag.
+        status = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            "cluster",
+            "status",
+            "--json",
+            "--config",
+            str(gateways[1].config_path),
+            stdout=asyncio.subprocess.PIPE,
+            env=child_environment(),
+        )
+        out, _ = await status.communicate()
+        assert status.returncode == 0
+        shown = json.loads(out)
+        assert shown["live"] == 3
+        assert sorted(m["pid"] for m in shown["members"]) == sorted(g.pid for g in gateways)
+        assert all(m["heartbeat_lag_s"] < LEASE_S for m in shown["members"])
         # A clean stop leaves: the others see two.
         assert await gateways[0].stop() == 0
         async with Store(url) as store:
