@@ -297,3 +297,43 @@ async def test_one_process_observes_a_conversation_at_a_time(pg: Store) -> None:
     result = await observe.run(address.conversation_id, address.person_id, force=True)
     assert result is not None
     assert result.observed_messages == 1
+
+
+async def test_a_persona_version_waits_for_the_other_process_merge(pg: Store) -> None:
+    # Read, merge and commit of the persona's next version run under one lease: while
+    # another process holds it (merging), this pass waits, and commits after it.
+    from gateway.store.repo import finish_turn, resolve_address, store_inbound
+    from persona.models import SyncScoreRow, VerdictStatus
+    from persona.observation.log import ObservationLog
+    from tests.test_observe import AT, pass_in_zone
+
+    address = await resolve_address(pg, "webchat", "cluster-persona", "Sam")
+    inbound = await store_inbound(pg, address, "Tell me briefly.", AT, None)
+    reply = await finish_turn(pg, inbound, "Noted. Short answer: yes.", {})
+    async with pg.session() as session:
+        session.add(
+            SyncScoreRow(
+                turn_id=inbound.turn_id,
+                conversation_id=address.conversation_id,
+                reply_message_id=reply.id,
+                status=VerdictStatus.SCORED,
+                judge="fixed",
+                composite=0.9,
+                ewma=0.9,
+            )
+        )
+    observe = pass_in_zone(pg, ObservationLog(pg), PersonZones(pg, UTC))
+    observe.leases = Leases(pg, "this", 30)
+    other = Leases(pg, "other", 30)
+    async with other.hold("persona-version") as held:
+        assert held
+        passing = asyncio.create_task(
+            observe.run(address.conversation_id, address.person_id, force=True)
+        )
+        await asyncio.sleep(0.8)
+        assert not passing.done()  # waiting for the other process's merge
+        assert await observe.book.current() is not None
+        before = (await observe.book.current()).version
+    result = await asyncio.wait_for(passing, 30)
+    assert result is not None
+    assert result.persona_version == before + 1
