@@ -188,6 +188,14 @@ class TelegramChannel:
         self._voice_turns: set[int] = set()
         self._user_locks: dict[int, tuple[asyncio.Lock, int]] = {}
         self._rates: dict[int, RateWindow] = {}
+        # Whether this process calls getUpdates (polling mode). In a cluster only the
+        # holder of the poller's lease does (start_polling/stop_polling); the others
+        # still send the replies of the turns they run.
+        self.polls = True
+        # False in a cluster: polling then follows the lease (and says so in the log).
+        self.polls_always = True
+        self._polling = asyncio.Lock()
+        self._initialized = False
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -257,13 +265,12 @@ class TelegramChannel:
                 return
 
     async def _open(self, app: TelegramApp) -> None:
+        self._initialized = False
         await app.initialize()
-        if app.updater is not None:
-            await app.updater.start_polling(
-                timeout=dtm.timedelta(seconds=self.settings.poll_timeout_s),
-                allowed_updates=["message"],
-                error_callback=self._on_poll_error,
-            )
+        async with self._polling:
+            if self.polls:
+                await self._start_updater(app)
+            self._initialized = True
         await app.start()
         if self.settings.mode == "webhook":
             await app.bot.set_webhook(
@@ -271,6 +278,34 @@ class TelegramChannel:
                 secret_token=self.settings.webhook_secret,
                 allowed_updates=["message"],
             )
+
+    async def _start_updater(self, app: TelegramApp) -> None:
+        if app.updater is not None and not app.updater.running:
+            await app.updater.start_polling(
+                timeout=dtm.timedelta(seconds=self.settings.poll_timeout_s),
+                allowed_updates=["message"],
+                error_callback=self._on_poll_error,
+            )
+            if not self.polls_always:
+                log.info("telegram: polling (this process holds the poller's lease)")
+
+    async def start_polling(self) -> None:
+        """Call getUpdates from now on (a cluster's poller lease was taken); when the
+        bot is still connecting, it polls once connected. Telegram keeps what no
+        poller confirmed, so the updates a dead poller never read come here."""
+        async with self._polling:
+            self.polls = True
+            if self._initialized and self._accepting and self._app is not None:
+                await self._start_updater(self._app)
+
+    async def stop_polling(self) -> None:
+        """Stop calling getUpdates (the lease was lost or given back)."""
+        async with self._polling:
+            self.polls = False
+            app = self._app
+            if app is not None and app.updater is not None and app.updater.running:
+                await app.updater.stop()
+                log.info("telegram: stopped polling (the poller's lease went elsewhere)")
 
     @staticmethod
     def _on_poll_error(exc: TelegramError) -> None:

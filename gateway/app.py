@@ -17,6 +17,7 @@ from channels.webchat import WebchatChannel, WebchatLimits
 from gateway import __version__
 from gateway.brains import build_brain
 from gateway.brains.base import Brain
+from gateway.cluster import CLUSTER, TELEGRAM_POLLER, ClusterNode
 from gateway.config import Config, MemoryConfig
 from gateway.context import (
     ClockStage,
@@ -171,6 +172,17 @@ def create_app(
             )
             await store.open()
             parts.push_async_callback(store.close)
+            # A cluster (issue 25): this process's membership, heartbeat and singletons.
+            cluster: ClusterNode | None = None
+            if config.store.cluster:
+                cluster = app[CLUSTER] = ClusterNode(
+                    store,
+                    lease_s=config.store.lease_s,
+                    listen=f"{config.server.host}:{config.server.port}",
+                    version=__version__,
+                )
+                await cluster.start()
+                parts.push_async_callback(cluster.aclose)
             the_brain = brain if brain is not None else build_brain(config)
             parts.push_async_callback(the_brain.aclose)
             # What the warm-up builds (the memory layer) closes here: after the tasks
@@ -252,8 +264,16 @@ def create_app(
                 )
                 # After the drain, so the replies of the last turns still go out.
                 parts.push_async_callback(telegram.aclose, config.server.shutdown_grace_s)
+                if cluster is not None and config.telegram.mode == "polling":
+                    # One poller for the cluster: whoever holds its lease (a webhook
+                    # lands on any process and needs none).
+                    telegram.polls = telegram.polls_always = False
                 # Returns at once: connecting (and retrying) runs in the background.
                 await telegram.start()
+                if cluster is not None and config.telegram.mode == "polling":
+                    cluster.singleton(
+                        TELEGRAM_POLLER, telegram.start_polling, telegram.stop_polling
+                    )
             gateway = app[GATEWAY] = Gateway(
                 config,
                 store,
@@ -267,6 +287,7 @@ def create_app(
                 telegram=telegram,
                 zones=zones,
                 persona_text=persona_text,
+                cluster=cluster,
             )
             warm_up = _warm_up(app, gateway, warmed, embedder, load)
             if _loads_models(config, embedder):
@@ -290,6 +311,11 @@ def create_app(
             await gateway.webchat.close_all()
             if gateway.telegram is not None:
                 await gateway.telegram.stop_input()
+        cluster = app.get(CLUSTER)
+        if cluster is not None:
+            # The singletons' leases go back now, not after the drain: another process
+            # takes over the poller while this one finishes its turns.
+            await cluster.stop_singletons()
 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
@@ -388,6 +414,9 @@ async def _warm_up(
             embedder=memory.embedder if memory is not None else None,
             budget=app[COSTS].state,
         )
+        if gateway.cluster is not None:
+            # One observer, reflector and persona version at a time across the cluster.
+            persona_loop.observe_pass.leases = gateway.cluster.leases
         # Lessons from corrections (issue 22): in every prompt's cached prefix, learned after.
         lessons = (
             build_lesson_loop(

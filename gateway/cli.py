@@ -475,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memory.continuity.handoff_cli import add_commands as add_handoff_commands
 
     add_handoff_commands(sub, with_config)
+    from gateway.cluster_cli import add_commands as add_cluster_commands
+
+    add_cluster_commands(sub, with_config)
     return parser
 
 

@@ -332,6 +332,15 @@ async def readiness(gateway: Gateway) -> dict[str, Any]:
             checks["upkeep"] = {"ok": not late}
             if late:
                 degraded["upkeep_overdue"] = late
+    if gateway.cluster is not None:
+        # In a cluster (issue 25): unavailable once the others would count this process
+        # dead (its heartbeat late past store.lease_s): its leases are theirs to take.
+        try:
+            checks["cluster"] = await gateway.cluster.status()
+        except AgentGWError as exc:
+            checks["cluster"] = {"ok": False, "error": str(exc)}
+        if not checks["cluster"]["ok"]:
+            problems.append("cluster")
     backlog = await observer_backlog(gateway)
     if backlog is not None:
         checks["observer"] = backlog.as_dict()

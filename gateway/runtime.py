@@ -17,6 +17,7 @@ from aiohttp import web
 
 from channels.webchat import WebchatChannel
 from gateway.brains.base import Brain
+from gateway.cluster import ClusterNode
 from gateway.config import Config
 from gateway.hub import ConversationHub
 from gateway.linking import LinkCodes
@@ -69,6 +70,8 @@ class Gateway:
     # The persona file as read once at start (``{name}`` filled in): the prompt's
     # first block, Telegram's /start summary and the panel's persona page all show it.
     persona_text: str = ""
+    # This process in a cluster (store.cluster, issue 25): membership, leases; else None.
+    cluster: ClusterNode | None = None
 
 
 GATEWAY = web.AppKey("gateway", Gateway)

@@ -32,7 +32,7 @@ from sqlalchemy import Connection, insert, select
 from gateway.brains.base import ChatMessage
 from gateway.config import PersonaConfig
 from gateway.store import Store
-from gateway.store.models import utcnow
+from gateway.store.models import Conversation, utcnow
 from persona.models import ActionKind, PersonaAction, SyncScoreRow, VerdictStatus
 from persona.state import PersonaState
 
@@ -274,6 +274,15 @@ class SyncScorer:
         def work(connection: Connection) -> Verdict:
             # Plain Core in the store's writer (one hop, no ORM unit of work): every
             # reply of a conversation is judged, so this runs once a turn.
+            # The EWMA is a chain: on PostgreSQL with several gateways (issue 25) the
+            # conversation's row is locked for this transaction, so two processes never
+            # both read the same last EWMA and fork the chain (SQLite has one writer).
+            # NO KEY UPDATE: new messages of the conversation (a key share) still go in.
+            connection.execute(
+                select(Conversation.id)
+                .where(Conversation.id == conversation_id)
+                .with_for_update(key_share=True)
+            )
             previous = connection.scalars(previous_query).all()
             history = [float(v) for v in reversed(previous) if v is not None]
             composite = None

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
@@ -30,6 +31,9 @@ from gateway.usage import timed_db
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+# pg_advisory_xact_lock's key around the migrations: the bytes of "agentgwM".
+MIGRATION_LOCK = 0x6167656E7467774D
 
 T = TypeVar("T")
 
@@ -212,7 +216,16 @@ class Store:
 
     @staticmethod
     def _upgrade(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            # Several gateways of a cluster may start at once: the first migrates, the
+            # others wait here (the lock ends with this transaction) and then find the
+            # schema current. Transaction-level, so it holds through any pooler.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        before = MigrationContext.configure(connection).get_current_revision()
         command.upgrade(alembic_config(connection), "head")
+        after = MigrationContext.configure(connection).get_current_revision()
+        if after != before:
+            log.info("store: migrated the database from %s to %s", before or "empty", after)
 
     async def close(self) -> None:
         if self._readers is not None and self._reader_engine is not None:

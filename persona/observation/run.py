@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC
 
@@ -23,6 +24,7 @@ from gateway.clock import local
 from gateway.config import ObserveConfig
 from gateway.errors import BrainError
 from gateway.store import Store
+from gateway.store.leases import Leases
 from gateway.store.models import Message, MessageRole, Person, utcnow
 from gateway.tokens import estimate_tokens
 from gateway.zones import PersonZones
@@ -91,6 +93,10 @@ class ObservePass:
         self.instructions = instructions
         self.prices = usd_per_mtok
         self._locks: dict[int, asyncio.Lock] = {}
+        # A cluster's leases (issue 25), set by the app with store.cluster: then one
+        # process at a time observes a conversation, reflects a person's observations
+        # and commits a persona version. None: this process is the only one.
+        self.leases: Leases | None = None
 
     def _cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.prices[0] + output_tokens * self.prices[1]) / 1_000_000
@@ -104,13 +110,25 @@ class ObservePass:
     ) -> PassResult | None:
         """One pass if due (or forced); None when there was nothing to do."""
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
-        async with lock:
+        async with lock, self._leased(f"observe:{conversation_id}") as held:
+            if not held:
+                # Another gateway of the cluster observes this conversation right now.
+                return None
             messages = await self.log.unobserved(conversation_id)
             if not messages:
                 return None
             if not force and sum(m.tokens for m in messages) < self.config.observer_tokens:
                 return None
             return await self._run(conversation_id, person_id, messages)
+
+    @asynccontextmanager
+    async def _leased(self, name: str, *, wait_s: float = 0.0) -> AsyncIterator[bool]:
+        """Held across the cluster when there is one (else at once)."""
+        if self.leases is None:
+            yield True
+            return
+        async with self.leases.hold(name, wait_s=wait_s) as held:
+            yield held
 
     async def _speaker(self, person_id: int) -> str:
         async with self.store.session() as session:
@@ -202,15 +220,29 @@ class ObservePass:
         replies = [m.text for m in messages if m.id in in_voice]
         if not replies:
             return None
-        current = await self.book.current()
-        state = current.state.merged(persona_signal(replies), self.policy)
-        version = await self.book.update(
-            state, "observe", f"persona track: {len(replies)} in-voice replies"
-        )
+        # Read, merge and commit as one step across a cluster: two processes merging
+        # into the same version would lose one's merge. Waits (bounded) for the other.
+        wait_s = self.leases.lease_s if self.leases is not None else 0.0
+        async with self._leased("persona-version", wait_s=wait_s) as held:
+            if not held:
+                log.warning("persona track: another process kept the persona's lease; skipped")
+                return None
+            current = await self.book.current()
+            state = current.state.merged(persona_signal(replies), self.policy)
+            version = await self.book.update(
+                state, "observe", f"persona track: {len(replies)} in-voice replies"
+            )
         return version.version if version is not None else None
 
     async def reflect_if_due(
         self, person_id: int, conversation_id: int | None, *, force: bool = False
+    ) -> bool:
+        # One reflector per person across a cluster; the other process's run counts.
+        async with self._leased(f"reflect:{person_id}") as held:
+            return held and await self._reflect_if_due(person_id, conversation_id, force=force)
+
+    async def _reflect_if_due(
+        self, person_id: int, conversation_id: int | None, *, force: bool
     ) -> bool:
         active = await self.log.active(person_id)
         tokens = sum(estimate_tokens(s.observation.text) for s in active)

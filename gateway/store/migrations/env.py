@@ -9,6 +9,7 @@ import memory.jobs.models  # the upkeep calendar's tables
 import memory.models
 import memory.tree.models  # noqa: F401  (the memory tree's tables)
 import persona.models  # noqa: F401  (persona tables on the same metadata)
+from gateway.store import cluster_models as _cluster  # noqa: F401  (members, leases: issue 25)
 from gateway.store import cost_models as _costs  # noqa: F401  (turn costs, issue 22)
 from gateway.store.models import Base
 from memory.continuity import handoff_models as _handoffs  # noqa: F401  (handoff, profile: issue 24)
