@@ -525,6 +525,15 @@ class MemoryConfig:
     # One speaker's episodes of one day become one leaf (a note), for stores that hold
     # conversation but few extracted items.
     tree_episode_notes: bool = True
+    # Statement frames (memory/frames.py): first-person states no slot rule reads ("I
+    # drive a Civic", "my doctor is ...") end an older one of the same verb when the
+    # newer says it changed ("I drive a Tesla now").
+    frames: bool = True
+    # A statement that says it changed but ended nothing by rule or frame ends the
+    # subject's nearest frame statement at or above this cosine (a different verb for
+    # it needs a shared content word: "I take the bus to the office" / "I cycle to
+    # the office now").
+    change_fallback_similarity: Share = 0.4
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]

@@ -86,6 +86,8 @@ class MemoryView:
     slot_value: str = ""
     valid_until: datetime | None = None
     confirmed_at: datetime | None = None
+    # What ended it (memory/validity.py): the pack puts an ended item after it.
+    replaced_by_id: int | None = None
 
 
 @dataclass
@@ -525,6 +527,26 @@ def _trace(scored: Sequence[_Scored], signals: SignalColumns) -> tuple[dict[str,
     )
 
 
+def replacement_groups(items: Sequence[MemoryView]) -> list[str | None]:
+    """The group of each kept item that the trust pass orders current first: its slot,
+    or, for an ended item whose replacement is kept too, the replacement's group (a
+    statement may end one of another slot: "I cycle to the office now" ends "I take
+    the bus to the office")."""
+    groups: list[str | None] = [i.slot for i in items]
+    at = {item.id: n for n, item in enumerate(items)}
+    for n, item in enumerate(items):
+        m = at.get(item.replaced_by_id) if item.replaced_by_id is not None else None
+        if m is None:
+            continue
+        group = groups[m] or f"#{items[m].id}"
+        groups[m] = group
+        for k, other in enumerate(groups):
+            if other == groups[n] and other is not None and k != n:
+                groups[k] = group
+        groups[n] = group
+    return groups
+
+
 def _trust_pass(
     kept: list[_Scored], settings: PackSettings, now: datetime, room: int
 ) -> tuple[list[_Scored], str]:
@@ -549,7 +571,7 @@ def _trust_pass(
                 tag_text(entry.tags) + clean.text,
             )
     order = slot_order(
-        [i.slot for i in items],
+        replacement_groups(items),
         [
             (int(ended(i.valid_until, now)), -i.confidence, -i.occurred_at.timestamp())
             for i in items

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gateway.clock import local
+from memory.frames import is_frame_slot
 
 UNCERTAIN_BELOW = 0.3
 
@@ -110,7 +111,9 @@ def conflicts(slots: Sequence[tuple[str | None, str, bool]]) -> set[int]:
     item claims differently. Each entry: (slot, value, still valid)."""
     values: dict[str, set[str]] = {}
     for slot, value, valid in slots:
-        if slot is not None and value and valid:
+        # Frames (memory/frames.py) are no exclusive claims: "I use Vim at work" and "I
+        # use VS Code for notebooks" are both true.
+        if slot is not None and value and valid and not is_frame_slot(slot):
             values.setdefault(slot, set()).add(value)
     torn = {slot for slot, found in values.items() if len(found) > 1}
     return {n for n, (slot, value, valid) in enumerate(slots) if slot in torn and value and valid}
