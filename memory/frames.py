@@ -53,6 +53,9 @@ class Frame:
     change: bool
     # "no longer", "don't ... (anymore)": the state ended.
     negated: bool
+    # An amount of something ("a lot of sci-fi", "more vegetables"): it adds to what
+    # was said, it does not replace it.
+    partitive: bool = False
 
 
 # What says a state changed. "since" is left out: "I've been with them since uni" is
@@ -125,7 +128,15 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[\w'&-]+", text.lower())
 
 
+_PARTITIVE = re.compile(
+    r"^\s*(?:a\s+lot\s+of|lots\s+of|loads\s+of|plenty\s+of|a\s+bit\s+of|a\s+little|"
+    r"more|less|fewer|some|a\s+few|a\s+couple\s+of)\b",
+    re.I,
+)
+
+
 def _object_and_scope(rest: str) -> tuple[str, frozenset[str]]:
+    rest = _PARTITIVE.sub("", rest)
     words = _words(rest)
     taken: list[str] = []
     n = 0
@@ -183,7 +194,7 @@ def _clause_frame(clause: str) -> Frame | None:
     negated = bool(match.group("neg"))
     if not obj and not scope and not negated:
         return None
-    return Frame(key, obj, scope, change, negated)
+    return Frame(key, obj, scope, change, negated, bool(_PARTITIVE.match(rest)))
 
 
 def frames(text: str) -> list[Frame]:

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from gateway.brains.base import Recollection
 from gateway.clock import local, local_day
+from gateway.config import UpkeepJobsConfig
 from memory.decay import DecayPolicy
 from memory.sanitize import sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
@@ -42,6 +43,7 @@ from memory.trust import (
     slot_order,
     tag_text,
 )
+from memory.ttl import domain_ttls
 from memory.types import ItemType, Tier, effective_priority
 
 log = logging.getLogger(__name__)
@@ -125,10 +127,13 @@ class PackSettings:
     # The people's zone: the days of "the same day", of a time window and of each line.
     zone: tzinfo = UTC
     # The trust pass (memory/trust.py): tags, current-first order, ended items ranked
-    # lower (their score x (1 - superseded_penalty)); stale past stale_days (default TTL).
+    # lower (their score x (1 - superseded_penalty)); stale past their category's domain
+    # TTL (days by category, memory/ttl.py: the weekly archive's table).
     trust_pass: bool = True
     superseded_penalty: float = 0.5
-    stale_days: float = 90.0
+    ttl_days: Mapping[str, float] = field(
+        default_factory=lambda: domain_ttls(UpkeepJobsConfig())
+    )
 
 
 @dataclass(frozen=True)
@@ -423,7 +428,7 @@ def select(
                 seen_at=item.confirmed_at or item.occurred_at,
                 now=now,
                 zone=settings.zone,
-                stale_days=settings.stale_days,
+                ttls=settings.ttl_days,
             )
         entry.line = render_line(item, clean.text, speaker.text, settings.zone, entry.tags)
         entry.recollection = Recollection(

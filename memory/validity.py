@@ -208,6 +208,7 @@ class Validity(Reembedding):
                         ending.append(row)
                 elif (
                     frame.change
+                    and not frame.partitive
                     and frame.object
                     and not same_object(old.object, frame.object)
                     and scopes_agree(old.scope, frame.scope)
@@ -218,7 +219,9 @@ class Validity(Reembedding):
             self.store, item_id, f"{subject}:{slot_attribute(first)}", first.object
         )
         ended = await self._end(item_id, item, ending)
-        if not ended and any(f.change and not f.key.startswith("my ") for f in framed):
+        if not ended and any(
+            f.change and not f.partitive and not f.key.startswith("my ") for f in framed
+        ):
             keys = tuple(slot_attribute(f) for f in framed)
             ended += await self._changed_frame(item_id, item, text, keys, current, framed)
         return ended
