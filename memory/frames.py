@@ -26,7 +26,7 @@ anymore" end the frames of that verb (and that object, when named).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import snowballstemmer
@@ -61,7 +61,7 @@ class Frame:
 # What says a state changed. "since" is left out: "I've been with them since uni" is
 # how long a state has held, not a change.
 CHANGE = re.compile(
-    r"\b(?:now|nowadays|these\s+days|anymore|any\s+more|instead|no\s+longer|new|switched|"
+    r"\b(?:now|nowadays|these\s+days|anymore|any\s+more|instead|no\s+longer|switched|"
     r"changed|swapped|moved\s+(?:on|over|to)|from\s+now\s+on|gave\s+up|stopped|quit|"
     r"not\s+any\s+longer)\b",
     re.I,
@@ -71,7 +71,9 @@ _AUX_BE = r"'m|\s+am|'re|\s+are"
 _AUX_HAVE = r"'ve|\s+have"
 _ADVERBS = (
     r"still|also|usually|mostly|mainly|now|currently|really|actually|just|only|always|"
-    r"normally|generally|basically|honestly|definitely|mostly|even|these\s+days|nowadays"
+    r"normally|generally|basically|honestly|definitely|even|these\s+days|nowadays|already|"
+    r"both|all|last|finally|totally|kinda|sometimes|often|rarely|seriously|literally|"
+    r"probably|sure|def|too|so"
 )
 _CLAUSE_FRAME = re.compile(
     rf"\b(?:i|we)(?P<aux>{_AUX_BE}|{_AUX_HAVE})?\s+(?:(?:{_ADVERBS})\s+)*"
@@ -100,7 +102,20 @@ _NOT_STATES = _wordset(
     "say said tell told ask asked let appreciate admire recommend imagine try tried "
     "am'nt went came made took gave found left lost met began became kept brought sent "
     "paid sold won chose ate drank drove ran swam sang spoke wrote bought taught caught "
-    "flew fell grew sat stood slept spent put cut hit set quit"
+    "flew fell grew sat stood slept spent put cut hit set quit keep stay feel try make "
+    "turn start begin look hang head push focus chase finish plan prep prepare gear step "
+    "wrap guess reckon"
+)
+# Progressives that say how one is doing or what one is about to do, not a state one
+# holds: "I'm staying positive", "I'm getting ready", "I'm starting a studio".
+_NOT_PROGRESSIVE = frozenset(
+    stem(w)
+    for w in _wordset(
+        "staying keeping getting feeling turning starting beginning trying going coming "
+        "looking making doing putting stepping living wrapping thinking planning hoping "
+        "preparing prepping gearing taking having loving enjoying hanging heading pushing "
+        "focusing chasing finishing working"
+    )
 )
 # Prepositions a verb takes before its object ("go to", "bank with", "work on").
 _PARTICLES = ("to", "with", "on", "at", "for", "in")
@@ -122,6 +137,8 @@ _TIME = _wordset(
 
 _HONORIFIC = re.compile(r"\b(Dr|Mr|Mrs|Ms|Mx|Prof|St)\.\s", re.I)
 _ARTICLES = frozenset(("a", "an", "the"))
+# Titles name no one: "Dr. Okafor" and "Dr. Lindqvist" are different objects.
+_TITLES = frozenset(("dr", "mr", "mrs", "ms", "mx", "prof", "st", "sir", "miss"))
 
 
 def _words(text: str) -> list[str]:
@@ -176,6 +193,8 @@ def _clause_frame(clause: str) -> Frame | None:
     if aux in ("'m", "am", "'re", "are"):
         if not verb.endswith("ing") or len(verb) < 5:
             return None  # "I'm tired", "I'm in Lisbon": no verb of a state
+        if stem(verb) in _NOT_PROGRESSIVE:
+            return None  # "I'm staying positive", "I'm getting ready": no held state
     elif aux in ("'ve", "have"):
         if verb != "had":
             return None  # a present perfect is an event ("I've been to Rome"), but "had"
@@ -202,16 +221,15 @@ def frames(text: str) -> list[Frame]:
     none); at most one per clause."""
     # "Dr. Okafor" is one name, not the end of a sentence.
     text = _HONORIFIC.sub(r"\1 ", text)
-    # A change said anywhere in the message holds for its clauses: "I changed course,
-    # I study medicine now".
-    change = bool(CHANGE.search(text))
+    # A change counts in its own clause only: chat is full of "now" and "new" said
+    # about something else.
     found = []
     for clause in clauses_of(text):
         if clause.rstrip().endswith("?"):
             continue
         frame = _clause_frame(clause)
         if frame is not None:
-            found.append(replace(frame, change=frame.change or change))
+            found.append(frame)
     return found
 
 
@@ -222,8 +240,8 @@ def frame_of(text: str, key: str) -> Frame | None:
 
 def same_object(a: str, b: str) -> bool:
     """Two objects that share a content word, by stem ("coffee", "three coffees")."""
-    words_a = {stem(w) for w in _words(a) if w not in _TIME}
-    words_b = {stem(w) for w in _words(b) if w not in _TIME}
+    words_a = {stem(w) for w in _words(a) if w not in _TIME and w not in _TITLES}
+    words_b = {stem(w) for w in _words(b) if w not in _TIME and w not in _TITLES}
     return bool(words_a & words_b)
 
 

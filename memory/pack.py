@@ -131,9 +131,7 @@ class PackSettings:
     # TTL (days by category, memory/ttl.py: the weekly archive's table).
     trust_pass: bool = True
     superseded_penalty: float = 0.5
-    ttl_days: Mapping[str, float] = field(
-        default_factory=lambda: domain_ttls(UpkeepJobsConfig())
-    )
+    ttl_days: Mapping[str, float] = field(default_factory=lambda: domain_ttls(UpkeepJobsConfig()))
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ LEGEND: dict[str, str] = {
     "stale": "[stale]: not confirmed for a long time; it may have changed",
 }
 
+
 def ttl_days(slot: str, ttls: Mapping[str, float]) -> float:
     """How long a statement of ``slot`` stays fresh without being said again (days):
     its category's domain TTL, the table the weekly archive uses (memory/ttl.py)."""

@@ -39,7 +39,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memory.frames import (
-    CHANGE,
     Frame,
     frame_of,
     frames,
@@ -66,6 +65,12 @@ JUDGE_CANDIDATES = 12
 # A cosine at which a current statement is worth showing a judge at all.
 JUDGE_MIN_SIMILARITY = 0.35
 
+# A change strong enough for a rule's claim to end a frame it did not name: "I switched
+# to a Pixel phone", not "I got a new job" (which its own slot already reads).
+_SWITCHED = re.compile(
+    r"\b(?:switched|changed|swapped|moved\s+(?:on|over|to)|instead|no\s+longer|anymore)\b",
+    re.I,
+)
 _NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+|\b\d[\d:/.,-]*\b")
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|my|we|we're|our|me)\b", re.I)
 
@@ -176,7 +181,7 @@ class Validity(Reembedding):
         if own is not None:
             await slots_repo.set_slot(self.store, item_id, *own)
             await self._ended_by_newer(item_id, item.occurred_at, own, newer)
-        if not ended and self.config.frames and CHANGE.search(text):
+        if not ended and self.config.frames and _SWITCHED.search(text):
             # "I switched to a Pixel phone" after "I've had an iPhone for years": the
             # rule's slot held nothing; the state it changes was said as a frame.
             ended += await self._changed_frame(item_id, item, text, (), current)
@@ -354,7 +359,8 @@ class Validity(Reembedding):
             return 0
         best: tuple[float, SlotRow] | None = None
         for row in current:
-            if row.vector is None or not row.value:
+            # Rule slots only: a frame is ended by a frame's own reading.
+            if row.vector is None or not row.value or is_frame_slot(row.slot):
                 continue
             cosine = float(row.vector @ vector)
             if cosine < self.config.slot_fallback_similarity:

@@ -134,3 +134,11 @@ async def test_a_switch_names_the_old_value_of_a_frame(service: MemoryService) -
     await say(service, "I use Vim for everything at work.", T0)
     await say(service, "I switched from Vim to Emacs, don't judge.", T0 + timedelta(days=20))
     assert await ended_contents(service) == ["I use Vim for everything at work."]
+
+
+async def test_my_new_x_replaces_my_x(service: MemoryService) -> None:
+    await say(service, "My doctor is Dr. Okafor at the Elm Street practice.", T0)
+    await say(
+        service, "My new doctor is Dr. Lindqvist since Okafor retired.", T0 + timedelta(days=30)
+    )
+    assert await ended_contents(service) == ["My doctor is Dr. Okafor at the Elm Street practice."]

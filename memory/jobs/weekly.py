@@ -40,7 +40,6 @@ from memory.types import Tier
 log = logging.getLogger(__name__)
 
 
-
 async def weekly(ctx: JobContext, continuity: ContinuityConfig | None = None) -> Counts:
     counts: Counts = {
         "categorised": 0,
