@@ -41,6 +41,7 @@ from gateway.store.datalock import DataDirLock, claim_database
 from gateway.store.notify import PgListener
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
+from gateway.utility_costs import MeteredBrain
 from gateway.zones import PersonZones
 from memory.continuity.stages import build_continuity
 from memory.embed import Embedder
@@ -209,6 +210,9 @@ def create_app(
             costs = app[COSTS] = await CostMeter.start(store, config, on_cost=app[METRICS].add_cost)
             parts.push_async_callback(costs.aclose)
             hub.subscribe_stages(costs.observe)
+            # The utility model's calls (judge, observer, lessons, weekly, slot judge)
+            # count in the month's spend too (gateway/utility_costs.py).
+            the_brain = MeteredBrain(the_brain, costs)
             # Each person's time zone: their own once a page reported it, else agent.timezone.
             zones = PersonZones(store, config.zone)
             # Read once: the prompt, Telegram's /start and the panel all use this text.

@@ -380,6 +380,9 @@ def _add_bench_pack(bench_sub: argparse._SubParsersAction[argparse.ArgumentParse
         help="also time every question with and without the trust pass, alternating",
     )
     pack.add_argument(
+        "--trust-repeats", type=int, default=1, help="passes of --compare-trust (median ratio)"
+    )
+    pack.add_argument(
         "--back-to-back",
         action="store_true",
         help="start each pack as soon as the last returned, beside its trace write",

@@ -514,9 +514,6 @@ class MemoryConfig:
     # An ended statement's score is multiplied by (1 - this), unless the message asks
     # about the past ("last year", "used to", "before").
     superseded_penalty: Share = 0.5
-    # A slot's statement not said again for this many days is [stale] (the default of
-    # memory.trust.ttl_days, which per-category TTLs override).
-    stale_days: PositiveFloat = 90.0
     # Insight items (one sentence for a cluster of archived items, weekly upkeep).
     quota_insight: Share = 0.2
     half_life_hours_insight: PositiveFloat = 4320.0
@@ -536,6 +533,15 @@ class MemoryConfig:
     # One speaker's episodes of one day become one leaf (a note), for stores that hold
     # conversation but few extracted items.
     tree_episode_notes: bool = True
+    # Statement frames (memory/frames.py): first-person states no slot rule reads ("I
+    # drive a Civic", "my doctor is ...") end an older one of the same verb when the
+    # newer says it changed ("I drive a Tesla now").
+    frames: bool = True
+    # A statement that says it changed but ended nothing by rule or frame ends the
+    # subject's nearest frame statement at or above this cosine (a different verb for
+    # it needs a shared content word: "I take the bus to the office" / "I cycle to
+    # the office now").
+    change_fallback_similarity: Share = 0.4
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]
@@ -585,7 +591,8 @@ class UpkeepJobsConfig:
     session_close_s: NonNegativeFloat = 60.0
     # Domain TTLs: an item of the category not used for this many days is archived
     # (it leaves the ANN index; full text still finds it and a use brings it back).
-    # Pinned items, persona and relational items never are.
+    # Pinned items, persona and relational items never are. The same table tags a
+    # slot's statement not said again for that long [stale] (memory/ttl.py).
     ttl_days_work: PositiveFloat = 90.0
     ttl_days_preferences: PositiveFloat = 180.0
     ttl_days_health: PositiveFloat = 365.0

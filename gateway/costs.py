@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from gateway.brains.base import Completion
 from gateway.budget import BudgetMode, BudgetState, ModeChange, month_of
 from gateway.clock import local
 from gateway.config import Config
@@ -35,6 +36,9 @@ from gateway.store.models import Person
 from gateway.usage import current_usage
 
 log = logging.getLogger(__name__)
+
+# The channel of a utility-model call's row (no turn: gateway/utility_costs.py).
+UTILITY_CHANNEL = "utility"
 
 # The memory layer's context stage: its time is the pack's.
 PACK_STAGE = "memory"
@@ -125,24 +129,13 @@ class CostMeter:
     def record(self, event: StageEvent, opened: _Open) -> float:
         now = self.state.clock()
         model = event.model or ""
-        usd = 0.0
-        if model:
-            priced = cost_usd(
-                self.config.budget.prices,
-                model,
-                input_tokens=event.input_tokens,
-                output_tokens=event.output_tokens,
-                cache_read_tokens=event.cache_read_tokens,
-                cache_write_tokens=event.cache_write_tokens,
-            )
-            if priced is None:
-                if model not in self._unpriced:
-                    self._unpriced.add(model)
-                    log.warning("budget: no price for model %r in budget.prices; counted 0", model)
-            else:
-                usd = priced
-            if self.on_cost is not None:
-                self.on_cost(model, usd)
+        usd = self._priced(
+            model,
+            input_tokens=event.input_tokens,
+            output_tokens=event.output_tokens,
+            cache_read_tokens=event.cache_read_tokens,
+            cache_write_tokens=event.cache_write_tokens,
+        )
         mode = self.state.mode_at(now)
         self.state.add(usd, now)
         usage = current_usage()
@@ -170,6 +163,74 @@ class CostMeter:
         }
         self._spawn(self._write_cost(row))
         return usd
+
+    def record_utility(self, completion: Completion) -> float:
+        """A utility-model call (gateway/utility_costs.py): priced, added to the month's
+        spend, stored as a row without a turn."""
+        now = self.state.clock()
+        model = completion.model or ""
+        usage = completion.usage
+        usd = self._priced(
+            model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+        mode = self.state.mode_at(now)
+        self.state.add(usd, now)
+        ids = CURRENT_TURN.get()
+        row: dict[str, Any] = {
+            "turn_id": None,
+            "person_id": ids.person_id if ids is not None else None,
+            "channel": UTILITY_CHANNEL,
+            "day": local(now, self.config.zone).date(),
+            "at": now,
+            "model": model,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "cost_usd": usd,
+            "mode": mode.value,
+        }
+        self._spawn(self._write_utility(row))
+        return usd
+
+    def _priced(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int,
+        cache_write_tokens: int,
+    ) -> float:
+        if not model:
+            return 0.0
+        priced = cost_usd(
+            self.config.budget.prices,
+            model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+        )
+        if priced is None:
+            if model not in self._unpriced:
+                self._unpriced.add(model)
+                log.warning("budget: no price for model %r in budget.prices; counted 0", model)
+            priced = 0.0
+        if self.on_cost is not None:
+            self.on_cost(model, priced)
+        return priced
+
+    async def _write_utility(self, row: dict[str, Any]) -> None:
+        try:
+            async with self.store.session() as session:
+                await session.execute(insert(TurnCost).values(**row))
+        except AgentGWError:
+            log.exception("budget: could not store the cost of a utility call")
 
     def _mode_changed(self, change: ModeChange) -> None:
         self._spawn(self._write_change(change))

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from gateway.brains.base import Recollection
 from gateway.clock import local, local_day
+from gateway.config import UpkeepJobsConfig
 from memory.decay import DecayPolicy
 from memory.sanitize import sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
@@ -42,6 +43,7 @@ from memory.trust import (
     slot_order,
     tag_text,
 )
+from memory.ttl import domain_ttls
 from memory.types import ItemType, Tier, effective_priority
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,8 @@ class MemoryView:
     slot_value: str = ""
     valid_until: datetime | None = None
     confirmed_at: datetime | None = None
+    # What ended it (memory/validity.py): the pack puts an ended item after it.
+    replaced_by_id: int | None = None
 
 
 @dataclass
@@ -123,10 +127,11 @@ class PackSettings:
     # The people's zone: the days of "the same day", of a time window and of each line.
     zone: tzinfo = UTC
     # The trust pass (memory/trust.py): tags, current-first order, ended items ranked
-    # lower (their score x (1 - superseded_penalty)); stale past stale_days (default TTL).
+    # lower (their score x (1 - superseded_penalty)); stale past their category's domain
+    # TTL (days by category, memory/ttl.py: the weekly archive's table).
     trust_pass: bool = True
     superseded_penalty: float = 0.5
-    stale_days: float = 90.0
+    ttl_days: Mapping[str, float] = field(default_factory=lambda: domain_ttls(UpkeepJobsConfig()))
 
 
 @dataclass(frozen=True)
@@ -421,7 +426,7 @@ def select(
                 seen_at=item.confirmed_at or item.occurred_at,
                 now=now,
                 zone=settings.zone,
-                stale_days=settings.stale_days,
+                ttls=settings.ttl_days,
             )
         entry.line = render_line(item, clean.text, speaker.text, settings.zone, entry.tags)
         entry.recollection = Recollection(
@@ -525,6 +530,26 @@ def _trace(scored: Sequence[_Scored], signals: SignalColumns) -> tuple[dict[str,
     )
 
 
+def replacement_groups(items: Sequence[MemoryView]) -> list[str | None]:
+    """The group of each kept item that the trust pass orders current first: its slot,
+    or, for an ended item whose replacement is kept too, the replacement's group (a
+    statement may end one of another slot: "I cycle to the office now" ends "I take
+    the bus to the office")."""
+    groups: list[str | None] = [i.slot for i in items]
+    at = {item.id: n for n, item in enumerate(items)}
+    for n, item in enumerate(items):
+        m = at.get(item.replaced_by_id) if item.replaced_by_id is not None else None
+        if m is None:
+            continue
+        group = groups[m] or f"#{items[m].id}"
+        groups[m] = group
+        for k, other in enumerate(groups):
+            if other == groups[n] and other is not None and k != n:
+                groups[k] = group
+        groups[n] = group
+    return groups
+
+
 def _trust_pass(
     kept: list[_Scored], settings: PackSettings, now: datetime, room: int
 ) -> tuple[list[_Scored], str]:
@@ -549,7 +574,7 @@ def _trust_pass(
                 tag_text(entry.tags) + clean.text,
             )
     order = slot_order(
-        [i.slot for i in items],
+        replacement_groups(items),
         [
             (int(ended(i.valid_until, now)), -i.confidence, -i.occurred_at.timestamp())
             for i in items

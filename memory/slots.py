@@ -92,6 +92,14 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"(?:job|position|role|offer)\s+(?:at|with)\s+{_VALUE}",
         ),
         ("employer", rf"\b{_I}{_HAVE}{_ADV}(?:got\s+)?hired\s+(?:at|by)\s+{_VALUE}"),
+        # Their own business: "I opened an online clothing store", "we started our own firm".
+        (
+            "employer",
+            rf"\b{_I}{_HAVE}{_ADV}(?:opened|started|launched|founded|set\s+up)\s+"
+            r"(?:(?:my|our)\s+own|a|an)\s+(?:new\s+)?(?P<value>(?:[\w'-]+\s+){0,3}?"
+            r"(?:store|shop|business|company|startup|start-up|bakery|restaurant|cafe|studio|"
+            r"practice|firm|agency|salon|clinic))\b",
+        ),
         # job title
         ("job_title", rf"\b{_I}\s+{_ADV}work\s+as\s+(?:a|an)\s+{_VALUE}"),
         ("job_title", rf"\b{_I}{_HAVE}{_ADV}(?:got\s+)?promoted\s+to\s+{_VALUE}"),
@@ -268,6 +276,10 @@ def normal(value: str) -> str:
 
 def _clauses(text: str) -> list[str]:
     return [c.strip() for c in _CLAUSE.split(text) if c.strip()]
+
+
+# The clause split, for the statement frames (memory/frames.py).
+clauses_of = _clauses
 
 
 def _value(match: re.Match[str], group: str = "value") -> str:

@@ -32,6 +32,7 @@ from memory.repo import NewItem
 from memory.score import ScoreWeights
 from memory.timeparse import TimeWindow
 from memory.tree.service import MemoryTree
+from memory.ttl import domain_ttls
 from memory.types import ItemStatus, ItemType
 from memory.utility import UtilityModel
 
@@ -120,7 +121,7 @@ class SweepStats:
     archived: int = 0
 
 
-def pack_settings(memory: MemoryConfig) -> PackSettings:
+def pack_settings(memory: MemoryConfig, jobs: UpkeepJobsConfig | None = None) -> PackSettings:
     return PackSettings(
         budget_tokens=memory.budget_tokens,
         weights=ScoreWeights(
@@ -143,7 +144,7 @@ def pack_settings(memory: MemoryConfig) -> PackSettings:
         type_quota={t: getattr(memory, f"quota_{t.value}") for t in ItemType},
         trust_pass=memory.trust_pass,
         superseded_penalty=memory.superseded_penalty,
-        stale_days=memory.stale_days,
+        ttl_days=domain_ttls(jobs if jobs is not None else UpkeepJobsConfig()),
     )
 
 
@@ -228,7 +229,7 @@ class ServiceState:
         # Each person's time zone (their own, else ``agent.timezone``): the days that
         # words like "yesterday" name, and the days of the pack's lines.
         self.zones = zones if zones is not None else PersonZones(None, UTC)
-        self.settings = pack_settings(config)
+        self.settings = pack_settings(config, self.jobs)
         self.decay = decay_policy(config)
         # The memory tree (memory/tree/): updated off the reply's path after writes.
         self.tree = MemoryTree(store, config, self.zones, lambda: self.utility)

@@ -11,7 +11,8 @@ the start of its line, in the trace, and in the panel's pack view:
   slot; the one with the higher confidence (tie: the newer) goes first;
 - ``[uncertain]``: confidence below ``UNCERTAIN_BELOW``;
 - ``[stale]``: a slot's statement not said again for longer than its
-  category's TTL (``ttl_days``).
+  category's domain TTL (``[upkeep_jobs] ttl_days_*``, memory/ttl.py: the
+  table the weekly archive uses).
 
 Within one slot, the current statements go before the ended ones, wherever the
 scores put them. The pack's frame explains the tags it uses (only those: a
@@ -29,6 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gateway.clock import local
+from memory.frames import is_frame_slot
+from memory.ttl import slot_ttl
 
 UNCERTAIN_BELOW = 0.3
 
@@ -41,19 +44,11 @@ LEGEND: dict[str, str] = {
     "stale": "[stale]: not confirmed for a long time; it may have changed",
 }
 
-# Domain TTLs in days by slot attribute (its part after "subject:"), or by its family
-# (the part before the first "_": "date" for "date_wedding"). Empty: every slot has the
-# default (``memory.stale_days``). The upkeep calendar's domain TTLs belong here.
-CATEGORY_TTL_DAYS: dict[str, float] = {}
 
-
-def ttl_days(slot: str, default: float) -> float:
-    """How long a statement of ``slot`` stays fresh without being said again (days).
-    The one lookup the trust pass uses: point it at per-category TTLs here."""
-    attribute = slot.partition(":")[2]
-    if attribute in CATEGORY_TTL_DAYS:
-        return CATEGORY_TTL_DAYS[attribute]
-    return CATEGORY_TTL_DAYS.get(attribute.partition("_")[0], default)
+def ttl_days(slot: str, ttls: Mapping[str, float]) -> float:
+    """How long a statement of ``slot`` stays fresh without being said again (days):
+    its category's domain TTL, the table the weekly archive uses (memory/ttl.py)."""
+    return slot_ttl(ttls, slot)
 
 
 _PAST = re.compile(
@@ -91,14 +86,18 @@ def item_tags(
     seen_at: datetime,
     now: datetime,
     zone: tzinfo,
-    stale_days: float,
+    ttls: Mapping[str, float],
 ) -> list[str]:
     """An item's own tags (those that do not depend on the other kept items)."""
     tags = []
     if ended(valid_until, now):
         assert valid_until is not None
         tags.append(f"superseded {local(valid_until, zone).date().isoformat()}")
-    elif slot is not None and now - seen_at > timedelta(days=ttl_days(slot, stale_days)):
+    elif (
+        slot is not None
+        and not is_frame_slot(slot)  # a frame is a link for validity, not a claimed fact
+        and now - seen_at > timedelta(days=ttl_days(slot, ttls))
+    ):
         tags.append("stale")
     if confidence < UNCERTAIN_BELOW:
         tags.append("uncertain")
@@ -110,7 +109,9 @@ def conflicts(slots: Sequence[tuple[str | None, str, bool]]) -> set[int]:
     item claims differently. Each entry: (slot, value, still valid)."""
     values: dict[str, set[str]] = {}
     for slot, value, valid in slots:
-        if slot is not None and value and valid:
+        # Frames (memory/frames.py) are no exclusive claims: "I use Vim at work" and "I
+        # use VS Code for notebooks" are both true.
+        if slot is not None and value and valid and not is_frame_slot(slot):
             values.setdefault(slot, set()).add(value)
     torn = {slot for slot, found in values.items() if len(found) > 1}
     return {n for n, (slot, value, valid) in enumerate(slots) if slot in torn and value and valid}

@@ -38,6 +38,16 @@ from typing import Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from memory.frames import (
+    Frame,
+    frame_of,
+    frames,
+    is_frame_slot,
+    same_object,
+    scopes_agree,
+    slot_attribute,
+    stem,
+)
 from memory.reembed import Reembedding
 from memory.repo import NewItem
 from memory.repo import validity as slots_repo
@@ -55,6 +65,12 @@ JUDGE_CANDIDATES = 12
 # A cosine at which a current statement is worth showing a judge at all.
 JUDGE_MIN_SIMILARITY = 0.35
 
+# A change strong enough for a rule's claim to end a frame it did not name: "I switched
+# to a Pixel phone", not "I got a new job" (which its own slot already reads).
+_SWITCHED = re.compile(
+    r"\b(?:switched|changed|swapped|moved\s+(?:on|over|to)|instead|no\s+longer|anymore)\b",
+    re.I,
+)
 _NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+|\b\d[\d:/.,-]*\b")
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|my|we|we're|our|me)\b", re.I)
 
@@ -130,9 +146,11 @@ class Validity(Reembedding):
             text, speaker = body, quoted or speaker
         subject = subject_of(speaker, item.role or "user")
         found = claims(text, item.occurred_at)
+        # A statement no rule reads may still be a state of the speaker (memory/frames.py).
+        framed = frames(text) if not found and self.config.frames else []
         # Most messages claim nothing and could not take a slot by the fallback either:
         # they cost no query (LoCoMo: 5 of 2,760 turns claim a slot).
-        if not found and self.slot_judge is None and not _may_fall_back(text, item):
+        if not found and not framed and self.slot_judge is None and not _may_fall_back(text, item):
             return 0
         model = self.embedder.model_name if self.embedder is not None else ""
         rows = await slots_repo.current_of_subject(self.store, item.person_id, subject, model)
@@ -146,6 +164,9 @@ class Validity(Reembedding):
             decided = await self._judged(item_id, item, subject, text, current)
             if decided is not None:
                 return decided
+        if framed:
+            ended = await self._framed(item_id, item, subject, text, framed, current)
+            return ended or await self._fallback(item_id, item, subject, text, current)
         if not found:
             return await self._fallback(item_id, item, subject, text, current)
         ended = 0
@@ -160,7 +181,97 @@ class Validity(Reembedding):
         if own is not None:
             await slots_repo.set_slot(self.store, item_id, *own)
             await self._ended_by_newer(item_id, item.occurred_at, own, newer)
+        if not ended and self.config.frames and _SWITCHED.search(text):
+            # "I switched to a Pixel phone" after "I've had an iPhone for years": the
+            # rule's slot held nothing; the state it changes was said as a frame.
+            ended += await self._changed_frame(item_id, item, text, (), current)
         return ended
+
+    async def _framed(
+        self,
+        item_id: int,
+        item: NewItem,
+        subject: str,
+        text: str,
+        framed: Sequence[Frame],
+        current: Sequence[SlotRow],
+    ) -> int:
+        """A statement read as frames: each ends the older frames of its verb that it
+        says changed (see memory/frames.py); the first gives the item its slot."""
+        ending: list[SlotRow] = []
+        for frame in framed:
+            slot = f"{subject}:{slot_attribute(frame)}"
+            for row in current:
+                if row.slot != slot or row in ending:
+                    continue
+                old = frame_of(row.content, frame.key)
+                if old is None:
+                    continue
+                if frame.negated:
+                    # "I no longer drink coffee": the frames of that verb (and object).
+                    if not frame.object or same_object(old.object, frame.object):
+                        ending.append(row)
+                elif (
+                    frame.change
+                    and not frame.partitive
+                    and frame.object
+                    and not same_object(old.object, frame.object)
+                    and scopes_agree(old.scope, frame.scope)
+                ):
+                    ending.append(row)
+        first = framed[0]
+        await slots_repo.set_slot(
+            self.store, item_id, f"{subject}:{slot_attribute(first)}", first.object
+        )
+        ended = await self._end(item_id, item, ending)
+        if not ended and any(
+            f.change and not f.partitive and not f.key.startswith("my ") for f in framed
+        ):
+            keys = tuple(slot_attribute(f) for f in framed)
+            ended += await self._changed_frame(item_id, item, text, keys, current, framed)
+        return ended
+
+    async def _changed_frame(
+        self,
+        item_id: int,
+        item: NewItem,
+        text: str,
+        own_keys: Sequence[str],
+        current: Sequence[SlotRow],
+        framed: Sequence[Frame] = (),
+    ) -> int:
+        """A statement that says it changed and ended nothing else ends the subject's
+        nearest older frame statement (cosine at least ``change_fallback_similarity``).
+        Not one of its own verbs (their frames decided), and, when the statement is a
+        frame itself (another verb for the same thing: "I cycle to the office now"),
+        only one that shares a content word with it."""
+        vector = item.vector
+        if vector is None:
+            return 0
+        words = {stem(w) for f in framed for w in f.object.split()}
+        words |= {w for f in framed for w in f.scope}
+        best: tuple[float, SlotRow] | None = None
+        for row in current:
+            attribute = row.slot.partition(":")[2]
+            if not is_frame_slot(row.slot) or attribute in own_keys or row.vector is None:
+                continue
+            if attribute.startswith("~my_"):
+                continue  # "my dentist" and "my gym" are different things
+            if framed:
+                old = frame_of(row.content, attribute[1:].replace("_", " "))
+                if old is None:
+                    continue
+                theirs = {stem(w) for w in old.object.split()} | set(old.scope)
+                if not words & theirs:
+                    continue
+            cosine = float(row.vector @ vector)
+            if cosine >= self.config.change_fallback_similarity and (
+                best is None or cosine > best[0]
+            ):
+                best = (cosine, row)
+        if best is None:
+            return 0
+        return await self._end(item_id, item, [best[1]])
 
     async def _ended_by_newer(
         self, item_id: int, said: datetime, own: tuple[str, str], newer: Sequence[SlotRow]
@@ -248,7 +359,8 @@ class Validity(Reembedding):
             return 0
         best: tuple[float, SlotRow] | None = None
         for row in current:
-            if row.vector is None or not row.value:
+            # Rule slots only: a frame is ended by a frame's own reading.
+            if row.vector is None or not row.value or is_frame_slot(row.slot):
                 continue
             cosine = float(row.vector @ vector)
             if cosine < self.config.slot_fallback_similarity:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from aiohttp.test_utils import TestServer
 from numpy.typing import NDArray
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from gateway.app import create_app
 from gateway.brains.claude import ClaudeBrain
@@ -407,3 +407,61 @@ async def test_past_the_budget_replies_still_go_out_with_the_smallest_pack(
     assert trace.budget_tokens == 250
     assert trace.notes["dense"] is False
     assert (await cost_row(running, turn_id)).mode == "over"
+
+
+# -- utility-model calls ----------------------------------------------------------------
+
+
+async def test_a_utility_call_raises_the_months_spend_and_is_stored(
+    tmp_path: Path, fake: FakeAnthropic, stopper: list[Running]
+) -> None:
+    """The judge's, the observer's, the weekly job's calls go to the utility model
+    outside the turn's accounting: each is priced, counted in the month and stored."""
+    from gateway.brains.base import BrainRequest, ChatMessage, Purpose
+    from gateway.costs import UTILITY_CHANNEL
+
+    running = await start(tmp_path, fake, 0.0)
+    stopper.append(running)
+    meter = running.server.app[COSTS]
+    before = meter.state.spent_usd
+    fake.script = ['{"verdict": "fine"}']
+    brain = running.server.app[GATEWAY].brain
+    completion = await brain.complete(
+        BrainRequest(
+            system=(),
+            messages=(ChatMessage("user", "Sort this memory into a category."),),
+            purpose=Purpose.UTILITY,
+            max_tokens=50,
+        )
+    )
+    await meter.settled()
+    assert completion.model == "claude-haiku-5-5"
+    price = DEFAULT_PRICES["claude-haiku-5-5"]
+    expected = (
+        completion.usage.input_tokens * price["input"]
+        + completion.usage.output_tokens * price["output"]
+        + completion.usage.cache_read_tokens * price["cache_read"]
+        + completion.usage.cache_write_tokens * price["cache_write"]
+    ) / 1e6
+    assert expected > 0
+    assert meter.state.spent_usd - before == pytest.approx(expected)
+    async with running.store.reader() as session:
+        rows = (
+            await session.scalars(select(TurnCost).where(TurnCost.channel == UTILITY_CHANNEL))
+        ).all()
+    assert [(r.turn_id, r.model) for r in rows] == [(None, "claude-haiku-5-5")]
+    assert rows[0].cost_usd == pytest.approx(expected)
+    # A reply's stream is the turn's to price, not counted twice here.
+    fake.script = ["Hello there."] * 10
+    turn_id = await say(running, "Hello!")
+    async with running.store.reader() as session:
+        total = await session.scalar(select(func.sum(TurnCost.cost_usd)))
+        utility = (
+            await session.scalars(
+                select(TurnCost.cost_usd).where(TurnCost.channel == UTILITY_CHANNEL)
+            )
+        ).all()
+    assert (await cost_row(running, turn_id)).cost_usd > 0
+    # The judge and the observer of that turn are utility calls too: more rows.
+    assert len(utility) >= 1
+    assert meter.state.spent_usd == pytest.approx(float(total or 0.0))

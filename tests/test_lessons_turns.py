@@ -345,3 +345,59 @@ async def test_a_lesson_said_in_other_words_is_one_lesson(store: Store) -> None:
     plain = LessonBook(store)
     assert (await plain.learn("keep replies SHORT!", person_id=None)).action == "repeated"
     assert (await plain.learn("Never use emoji at all.", person_id=None)).action == "added"
+
+
+class JudgingBrain(ScriptedBrain):
+    """Replies from the script; as the utility model, a low verdict with the LLM judge's
+    notes, and the lesson the notes teach (what a test sets)."""
+
+    verdict_json = (
+        '{"voice": 0.9, "relational": 0.8, "groundedness": 0.9, "style": 0.1, '
+        '"constraints": 0.9, "notes": "The reply ends with a long list of follow-up questions."}'
+    )
+    lesson_json = json.dumps(
+        {"lessons": [{"text": "End a reply with at most one question.", "slot": "style:questions"}]}
+    )
+    judged_notes = ""
+
+    def _next_reply(self, request: BrainRequest) -> str:
+        if request.purpose is not Purpose.UTILITY:
+            return super()._next_reply(request)
+        system = request.system_text()
+        if "A judge found a mistake" in system:
+            self.judged_notes = request.messages[-1].text
+            return self.lesson_json
+        if '"groundedness"' in system:
+            return self.verdict_json
+        return "{}"
+
+
+async def test_the_llm_judges_notes_teach_a_lesson(tmp_path: Path) -> None:
+    """No hard rule broken: the lesson comes from the LLM judge's notes on a reply it
+    scored low, through the utility model, and reaches the next turn's prompt."""
+    brain = JudgingBrain()
+    config = make_config(tmp_path, lessons={"extractor": "llm"}, persona={"judge": "llm"})
+    server, client = await start_gateway(config, brain)
+    running = RunningGateway(server, client)
+    try:
+        ws = await session(running, "judged-1")
+        brain.script = ["Done! Want more? Need help? Anything else? Shall I add Tuesday?"]
+        await say(ws, "Plan my Monday.", "j1")
+        await settle(running)  # the judge stores its verdict (style 0.1, with notes)
+        brain.script = ["Sure."]
+        await say(ws, "Thanks.", "j2")  # this turn's after-stage reads the verdict
+        found = await wait_for_lessons(running, 1)
+        judged = [x for x in found if x.origin is LessonOrigin.JUDGE]
+        assert [x.text for x in judged] == ["End a reply with at most one question."]
+        assert judged[0].source_text.startswith("Done! Want more?")
+        # What the extractor was shown: the weak dimension and the judge's own notes.
+        assert "WEAK DIMENSIONS: style" in brain.judged_notes
+        assert "long list of follow-up questions" in brain.judged_notes
+        await settle(running)
+        brain.script = ["OK."]
+        await say(ws, "And Tuesday?", "j3")
+        assert "- End a reply with at most one question." in lessons_section(brain.requests[-1])
+        await ws.close()
+    finally:
+        await client.close()
+        await server.close()

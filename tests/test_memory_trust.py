@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser
@@ -21,7 +22,7 @@ from memory.embed import SentenceEmbedder
 from memory.models import MemoryItem, MemoryTrace
 from memory.service import Episode, MemoryService, PackRequest
 from memory.slots import Claim, claims
-from memory.trust import CATEGORY_TTL_DAYS, ttl_days
+from memory.trust import ttl_days
 from memory.validity_llm import LLMSlotJudge
 from tests.conftest import RunningGateway, make_config, requires_chromium, screenshot
 from tests.test_telegram import webchat_turn
@@ -232,20 +233,40 @@ async def test_stale_and_uncertain_are_tagged(service: MemoryService) -> None:
     assert "[uncertain]" in lines[line_of(lines, "allergic to cats")]
 
 
-@pytest.fixture
-def category_ttl() -> Iterator[dict[str, float]]:
-    saved = dict(CATEGORY_TTL_DAYS)
-    yield CATEGORY_TTL_DAYS
-    CATEGORY_TTL_DAYS.clear()
-    CATEGORY_TTL_DAYS.update(saved)
+def test_one_ttl_table_drives_the_weekly_archive_and_stale() -> None:
+    """[upkeep_jobs] ttl_days_* is the one table: the weekly job's archive cutoff and the
+    trust pass's [stale] both move with it."""
+    from types import SimpleNamespace
 
+    from gateway.config import UpkeepJobsConfig
+    from memory.categories import Category
+    from memory.jobs.weekly import ttl_days as weekly_ttl
+    from memory.trust import item_tags
+    from memory.ttl import domain_ttls
 
-def test_the_ttl_is_one_lookup_by_category(category_ttl: dict[str, float]) -> None:
-    assert ttl_days("ada:employer", 90.0) == 90.0
-    category_ttl["employer"] = 365.0
-    category_ttl["date"] = 14.0
-    assert ttl_days("ada:employer", 90.0) == 365.0
-    assert ttl_days("ada:date_wedding", 90.0) == 14.0
+    jobs = UpkeepJobsConfig(ttl_days_work=30.0, ttl_days_relationships=400.0, ttl_days_other=50.0)
+    ttls = domain_ttls(jobs)
+    ctx: Any = SimpleNamespace(service=SimpleNamespace(jobs=jobs))
+    assert weekly_ttl(ctx, Category.WORK) == ttl_days("ada:employer", ttls) == 30.0
+    assert weekly_ttl(ctx, Category.RELATIONSHIPS) == ttl_days("ada:dog_name", ttls) == 400.0
+    assert weekly_ttl(ctx, None) == ttl_days("ada:residence", ttls) == 50.0
+
+    def tags(slot: str, days: int) -> list[str]:
+        return item_tags(
+            slot=slot,
+            confidence=1.0,
+            valid_until=None,
+            seen_at=T0,
+            now=T0 + timedelta(days=days),
+            zone=UTC,
+            ttls=ttls,
+        )
+
+    # 60 days unsaid: past work's 30, within relationships' 400 (one default would
+    # tag both or neither).
+    assert tags("ada:employer", 60) == ["stale"]
+    assert tags("ada:partner", 60) == []
+    assert tags("ada:partner", 401) == ["stale"]
 
 
 # -- the rules ----------------------------------------------------------------------

@@ -320,3 +320,21 @@ def test_a_proactive_channel_that_does_not_exist_is_a_clear_config_error(tmp_pat
         make_config(tmp_path, triggers={"proactive_channels": ["telgram"]})
     with pytest.raises(ConfigError, match=r"triggers.horizon_days"):
         make_config(tmp_path, triggers={"horizon_days": 0})
+
+
+@pytest.mark.parametrize(
+    ("text", "ahead"),
+    [
+        # A regular past tense says the day is behind, however the day is named.
+        ("I visited Gran on Friday.", False),
+        ("We painted the shed Sunday, it looks great.", False),
+        ("Did you say I walked 10k on the 12th?", False),
+        # Arranging in the past for a day ahead is still a plan.
+        ("I booked a table for Friday.", True),
+        ("I'm so excited for Friday!", True),
+        ("We finally ordered the cake for Saturday.", True),
+    ],
+)
+def test_a_regular_past_tense_is_the_past(text: str, ahead: bool) -> None:
+    found = days_ahead(text, SENT_ON, horizon_days=1826, max_days=3)
+    assert bool(found) is ahead, found

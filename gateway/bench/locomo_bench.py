@@ -326,7 +326,7 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
         finally:
             await service.aclose()
             await store.close()
-    settings = pack_settings(config.memory)
+    settings = pack_settings(config.memory, config.upkeep_jobs)
     return {
         "budget_tokens": budget,
         "conversations": [c.name for c, _ in conversations],

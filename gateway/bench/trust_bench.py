@@ -44,6 +44,7 @@ from gateway.bench.locomo_bench import bench_config, parse_overrides
 from gateway.bench.pack_bench import percentile
 from gateway.bench.report import Target, at_most, print_verdicts
 from gateway.bench.trust_scenarios import SCENARIOS, Scenario
+from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
 from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
 from gateway.store.models import Person
@@ -52,6 +53,8 @@ from memory.models import MemoryItem
 from memory.service import Episode, MemoryService, PackRequest, load_embedder
 
 TAGS = ("[superseded ", "[conflict]")
+DEV_SPLITS = ("tuned", "held_out", "held_out_2")
+FRAMES_SPLIT = "held_out_frames"
 
 
 @dataclass
@@ -243,12 +246,20 @@ async def bench(
                 await time_packs(service, asked, repeats, run)
             finally:
                 await service.aclose()
-    result = summary(run)
+    # The headline keys are the dev scenarios' (the 42 the rules were read beside or
+    # checked on before); the frames' held-out set is reported on its own.
+    dev = [o for o in run.outcomes if o.scenario.split in DEV_SPLITS]
+    result = summary(replace(run, outcomes=dev))
     result["by_split"] = {
         split: summary(BenchRun([o for o in run.outcomes if o.scenario.split == split]))
-        for split in ("tuned", "held_out", "held_out_2")
+        for split in (*DEV_SPLITS, FRAMES_SPLIT)
     }
-    result["scenarios"] = len(scenarios)
+    result["old_untagged_dev"] = result["old_untagged"]
+    held = result["by_split"][FRAMES_SPLIT]
+    result["old_untagged_held_out"] = held.get("old_untagged")
+    result["false_supersessions_held_out"] = held.get("false_supersessions")
+    result["scenarios"] = len(dev)
+    result["scenarios_held_out"] = len(run.outcomes) - len(dev)
     result["failures"] = [
         {"name": o.scenario.name, "split": o.scenario.split, "pack": o.lines}
         for o in run.outcomes
@@ -273,6 +284,18 @@ def trust_targets(result: dict[str, Any]) -> list[Target]:
     targets += [
         at_most("outdated facts untagged in the pack", result["old_untagged"] or 0.0, 0.0, ""),
         at_most("unrelated facts wrongly ended", result["false_supersessions"], 0.0, ""),
+        at_most(
+            "outdated facts untagged, held-out frames set",
+            result.get("old_untagged_held_out") or 0.0,
+            0.0,
+            "",
+        ),
+        at_most(
+            "unrelated facts wrongly ended, held-out frames set",
+            result.get("false_supersessions_held_out") or 0.0,
+            0.0,
+            "",
+        ),
     ]
     if "lessons_applied" in result:
         targets.append(
@@ -303,7 +326,7 @@ def main(args: argparse.Namespace) -> int:
     async def go() -> dict[str, Any]:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
-        result = await bench(SCENARIOS, args.repeats, overrides, embedder)
+        result = await bench(SCENARIOS + HELD_OUT_FRAMES, args.repeats, overrides, embedder)
         # A correction in session 1 in session 2's prompt: a real gateway, two sessions.
         lessons = await trust_lessons.run()
         result["lessons_applied"] = lessons["lessons_applied"]

@@ -34,18 +34,10 @@ from memory.jobs.base import Counts, JobContext
 from memory.jobs.insights import make_insights
 from memory.jobs.summaries import rebuild_summary
 from memory.jobs.utility_calls import model_categories
+from memory.ttl import DOMAINS, category_ttl, domain_ttls
 from memory.types import Tier
 
 log = logging.getLogger(__name__)
-
-# Categories with a TTL of their own; every other one has ttl_days_other.
-DOMAINS: tuple[Category, ...] = (
-    Category.WORK,
-    Category.PREFERENCES,
-    Category.HEALTH,
-    Category.HOBBIES,
-    Category.RELATIONSHIPS,
-)
 
 
 async def weekly(ctx: JobContext, continuity: ContinuityConfig | None = None) -> Counts:
@@ -128,11 +120,8 @@ async def backfill_categories(ctx: JobContext) -> int:
 
 
 def ttl_days(ctx: JobContext, category: Category | None) -> float:
-    jobs = ctx.service.jobs
-    if category is None or category not in DOMAINS:
-        return jobs.ttl_days_other
-    ttl: float = getattr(jobs, f"ttl_days_{category.value}")
-    return ttl
+    """The category's TTL from the one table the trust pass's [stale] reads too."""
+    return category_ttl(domain_ttls(ctx.service.jobs), category.value if category else None)
 
 
 async def archive_by_ttl(ctx: JobContext) -> int:

@@ -142,6 +142,7 @@ _VIEW_COLUMNS: tuple[Any, ...] = (
     MemoryItem.slot_value,
     _as_sent(MemoryItem.valid_until),
     _as_sent(MemoryItem.confirmed_at),
+    MemoryItem.replaced_by_id,
     MemoryItem.embedding,
 )
 
@@ -214,6 +215,7 @@ def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32
         slot_value,
         valid_until,
         confirmed_at,
+        replaced_by_id,
         embedding,
     ) = row
     view = MemoryView(
@@ -238,6 +240,7 @@ def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32
         slot_value=slot_value,
         valid_until=None if valid_until is None else _utc(valid_until),
         confirmed_at=None if confirmed_at is None else _utc(confirmed_at),
+        replaced_by_id=replaced_by_id,
     )
     return view, None if embedding is None else from_blob(embedding)
 

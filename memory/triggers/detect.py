@@ -44,6 +44,16 @@ _FUTURE = re.compile(
     r"booked\s+for|remind\s+me|due)\b|'ll\b",
     re.I,
 )
+# A regular past tense after its subject ("I visited Gran on Friday", "we painted
+# the shed Sunday"). Verbs of arranging are left out: "I booked a table for Friday"
+# says what is to come.
+_PAST_ED = re.compile(
+    r"\b(?:i|we|you|he|she|they)\s+(?:(?:just|already|finally|also|never|recently|then)\s+)?"
+    r"(?!(?:booked|scheduled|planned|arranged|reserved|organi[sz]ed|registered|signed|invited|"
+    r"promised|agreed|decided|confirmed|moved|rescheduled|postponed|changed|needed|wanted|"
+    r"hoped|expected|asked|emailed|texted|called|ordered|paid)\b)[a-z]{2,}ed\b",
+    re.I,
+)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 
 CANCEL = re.compile(
@@ -102,11 +112,15 @@ def _speaks_ahead(sentence: str, explicit: bool) -> bool:
     if explicit:
         # The words put the day ahead; only a question about the past or a plan
         # given up takes it back.
-        asks_past = sentence.rstrip().endswith("?") and _PAST.search(sentence) is not None
+        asks_past = sentence.rstrip().endswith("?") and (
+            _PAST.search(sentence) is not None or _PAST_ED.search(sentence) is not None
+        )
         return not asks_past and _CALLED_OFF.search(sentence) is None
     # "I booked it last week for Friday": a future word wins over a past one; with
     # none, a past word ("What did I do on Friday?", "I had an exam Friday") loses.
-    return _FUTURE.search(sentence) is not None or _PAST.search(sentence) is None
+    if _FUTURE.search(sentence) is not None:
+        return True
+    return _PAST.search(sentence) is None and _PAST_ED.search(sentence) is None
 
 
 def days_ahead(
