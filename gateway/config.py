@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ipaddress
+import logging
 import os
 import re
 import tomllib
@@ -45,6 +46,9 @@ from gateway.prices import DEFAULT_PRICES, Prices, check_prices
 
 BrainKind = Literal["auto", "claude", "openai", "offline", "scripted"]
 ENV_PREFIX = "AGENTGW_"
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -810,6 +814,11 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+# Keys an older release read, and what took their place: ignored with a warning.
+RETIRED_KEYS: dict[str, str] = {
+    "memory.stale_days": "[stale] follows the per-category [upkeep_jobs] ttl_days_* now",
+}
+
 CONFIG_FILE_NAME = "agentgw.toml"
 # The system-wide place (a module constant so tests can point it elsewhere).
 SYSTEM_CONFIG_DIR = Path("/etc/agentgw")
@@ -915,6 +924,11 @@ def load_config(
         raw.setdefault(section, {}).update(values)
         for key in values:
             origins.pop(f"{section}.{key}", None)
+    for dotted, successor in RETIRED_KEYS.items():
+        section, _, key = dotted.partition(".")
+        if raw.get(section, {}).pop(key, None) is not None:
+            # A config written for an older release still starts; the key does nothing.
+            log.warning("config: %s is no longer read: %s", dotted, successor)
     for section, values in raw.items():
         for key in values:
             if key in _section_keys(section):

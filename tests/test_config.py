@@ -428,3 +428,11 @@ def test_a_cluster_needs_postgresql(tmp_path: Path) -> None:
         load_config(path, env={})
     pg = write(tmp_path, '[store]\ncluster = true\nurl = "postgresql+asyncpg://db/agentgw"\n')
     assert load_config(pg, env={}).store.cluster
+
+
+def test_a_retired_key_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path, "[memory]\nstale_days = 60\n")
+    assert load_config(path, env={}).memory == load_config(None, env={}).memory
+    assert "memory.stale_days is no longer read" in caplog.text
