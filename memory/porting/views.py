@@ -12,12 +12,14 @@ numbered parts when one topic alone is longer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from memory.porting.markdown import MAX_LINES, one_line, split_parts
 
+_DATED = re.compile(r"^\d{4}-\d\d-\d\d ")
 PROFILE_TITLE = "What I know about them (curated profile)"
 
 
@@ -63,7 +65,9 @@ def _summary(node: dict[str, Any]) -> list[str]:
 def _leaf(node: dict[str, Any], zone: tzinfo) -> str:
     ids = " ".join(f"#{i}" for i in node["item_ids"])
     text = one_line(str(node["summary"])) or "(no text)"
-    return f"- {_day(node['first_at'], zone)}: {text} <!-- {node['key']} {ids} -->"
+    if not _DATED.match(text):  # an extractive leaf quotes its date already
+        text = f"{_day(node['first_at'], zone)} {text}"
+    return f"- {text} <!-- {node['key']} {ids} -->"
 
 
 def _subtree(
