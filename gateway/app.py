@@ -44,6 +44,7 @@ from memory.embed import Embedder
 from memory.jobs.calendar import UpkeepCalendar
 from memory.jobs.metrics import run_calendar
 from memory.jobs.registry import job_bodies
+from memory.porting.mirror import MemoryMirror, mirror_root
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.tools import MemoryToolbox
@@ -338,6 +339,10 @@ async def _warm_up(
                 budget=app[COSTS].state,
             )
             memory_after = [MemoryIngestStage(service, memory_pack)]
+            # memory.mirror_dir (issue 23): the readable files kept in step, edits read back.
+            mirror = mirror_root(config)
+            if mirror is not None:
+                supervisor.spawn("memory-mirror", MemoryMirror(service, config, mirror).run())
             # The upkeep calendar: a catch-up now, in the background, then on its heartbeat.
             metrics = app[METRICS].upkeep
             gateway.upkeep = UpkeepCalendar(

@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import Date, DateTime, Enum, Table, select, true
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
 import memory.continuity.handoff_models
 import memory.continuity.models
@@ -233,6 +234,7 @@ def read_person(connection: Connection, person_id: int) -> list[Record]:
     items = t["memory_items"]
     my_items = select(items.c.id).where(items.c.person_id == person_id)
     for table in tables()[1:]:
+        where: ColumnElement[bool]
         if table.name in ("turns", "observe_cursors"):
             where = table.c.conversation_id.in_(mine)
         elif table.name == "memory_promotions":
