@@ -116,6 +116,7 @@ async def test_a_memory_change_reaches_the_mirror(tmp_path: Path) -> None:
         assert (run.folder / "tree.md").is_file()
         assert not (run.folder / "agentgw.jsonl").exists()
         before = len(await items(run.store, run.person_id))
+        await passes(run.mirror)  # idle: nothing but a change of memory brings a write now
         await run.memory.remember(
             run.person_id, "My cat is called Miso", at=T0, item_type=ItemType.FACT
         )

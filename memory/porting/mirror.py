@@ -239,11 +239,18 @@ class MemoryMirror:
         return int(match.group(1)), Path(*relative.parts[1:])
 
     async def read_edits(self, changed: set[Path], deleted: set[Path]) -> None:
-        """The watcher's report: a person whose files changed gets a pass now (the pass
-        reads their edits back before it writes anything)."""
+        """The watcher's report: a person whose files changed (to a text the gateway did
+        not write) gets a pass now, which reads their edits back before it writes."""
         for path in sorted(changed | deleted):
             found = self._person_of(path)
-            if found is not None and path in self._written:
+            if found is None or path not in self._written:
+                continue
+            try:
+                disk = await asyncio.to_thread(_read, path)
+            except PortingError as exc:
+                log.error("memory mirror: %s", exc)  # noqa: TRY400 (a person's file: no trace)
+                continue
+            if disk not in self._written[path]:  # not one of its own writes
                 self._people.setdefault(found[0], _Person()).dirty = True
 
     async def sync(self) -> None:
