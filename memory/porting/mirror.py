@@ -36,7 +36,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Integer, cast, func, select
+from sqlalchemy import func, literal, select
 from sqlalchemy.engine import Connection
 from watchfiles import Change, awatch
 
@@ -44,7 +44,7 @@ from gateway.config import Config
 from memory.errors import PortingError
 from memory.porting.export import markdown_files, person_folder
 from memory.porting.mirror_edits import apply_edit, choose_base, topic_of
-from memory.porting.records import key_column, person_ids, tables
+from memory.porting.records import key_column, tables
 from memory.service import MemoryService
 from memory.types import ItemStatus
 
@@ -58,6 +58,8 @@ OURS = re.compile(
     r"|memory/\d{4}-\d\d-\d\d(?:-\d+)?)\.md$"
 )
 _FOLDER = re.compile(r"^person-(\d+)$")
+# A person's next pass waits this many times as long as their last one took.
+DUTY = 4.0
 # How many of the texts written to one file are remembered to find an edit's base.
 _HISTORY = 8
 _VIEW_ITEM_COLUMNS = (
@@ -83,39 +85,49 @@ def mirror_root(config: Config) -> Path | None:
 
 
 def fingerprints(connection: Connection) -> dict[int, tuple[Any, ...]]:
-    """Per person, what changes when anything their files show changes."""
+    """Per person, what changes when anything their files show changes.
+
+    Every aggregate here is answered from an index alone (SQLite reads no row:
+    ``ix_memory_items_person_state`` holds person, status and tier, and the row id;
+    the pinned, profile and tree-version indexes likewise), so the check costs little
+    however wide the rows are. An item added, superseded, forgotten, archived or
+    pinned moves a count or a newest id; a profile or a tree summary is a new row."""
     t = {table.name: table for table in tables()}
-    items = t["memory_items"]
-    out: dict[int, list[Any]] = {pid: [pid] for pid in person_ids(connection)}
-    people = t["people"]
-    for row in connection.execute(select(people.c.id, people.c.display_name, people.c.timezone)):
-        out.setdefault(row[0], [row[0]]).extend(row[1:])
-    grouped = [
-        (
-            items,
-            (
-                func.count(),
-                func.max(items.c.id),
-                func.sum(cast(items.c.status == ItemStatus.ACTIVE.value, Integer)),
-                func.max(items.c.status_changed_at),
-                func.sum(cast(items.c.pinned, Integer)),
-            ),
-        ),
-        (t["profiles"], (func.max(t["profiles"].c.id),)),
-        (
-            t["memory_tree_nodes"],
-            (func.count(), func.max(t["memory_tree_nodes"].c.updated_at)),
-        ),
-        (t["lessons"], (func.count(), func.max(t["lessons"].c.updated_at))),
+    items, people = t["memory_items"], t["people"]
+    out: dict[int, list[Any]] = {}
+    for row in connection.execute(
+        select(people.c.id, people.c.display_name, people.c.timezone).order_by(people.c.id)
+    ):
+        out[row[0]] = [*row[1:]]
+    queries = [
+        select(items.c.person_id, items.c.status, items.c.tier, func.count(), func.max(items.c.id))
+        .group_by(items.c.person_id, items.c.status, items.c.tier)
+        .order_by(items.c.person_id, items.c.status, items.c.tier),
+        select(items.c.person_id, func.count())
+        .where(items.c.pinned.is_(True))
+        .group_by(items.c.person_id)
+        .order_by(items.c.person_id),
     ]
-    for table, aggregates in grouped:
-        query = select(table.c.person_id, *aggregates).group_by(table.c.person_id)
+    for name in ("profiles", "memory_tree_versions", "memory_tree_nodes"):
+        table = t[name]
+        queries.append(
+            select(table.c.person_id, literal(name), func.count(), func.max(table.c.id))
+            .group_by(table.c.person_id)
+            .order_by(table.c.person_id)
+        )
+    lessons = t["lessons"]
+    queries.append(
+        select(lessons.c.person_id, func.count(), func.max(lessons.c.updated_at))
+        .group_by(lessons.c.person_id)
+        .order_by(lessons.c.person_id)
+    )
+    for query in queries:
         for row in connection.execute(query):
             if row[0] is None:  # lessons for everyone: part of every person's files
                 for values in out.values():
                     values.extend(row[1:])
             elif row[0] in out:
-                out[row[0]].extend([table.name, *row[1:]])
+                out[row[0]].extend(row[1:])
     return {pid: tuple(values) for pid, values in out.items()}
 
 
@@ -157,10 +169,11 @@ def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # No fsync: the rename alone keeps readers from half a file, and after a crash
+        # the next start writes every file again from the store (fsync made the first
+        # pass of a 20,000-item person 30 s).
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -183,6 +196,10 @@ class _Person:
     fingerprint: tuple[Any, ...] | None = None
     name: str = ""
     dirty: bool = True
+    # When their next pass may start: a pass that took t seconds waits DUTY * t after
+    # it, so a person with many items (a 20,000-item pass reads and renders ~2 s)
+    # takes at most 1 / (1 + DUTY) of a thread while they keep changing memory.
+    not_before: float = 0.0
 
 
 class MemoryMirror:
@@ -250,8 +267,17 @@ class MemoryMirror:
             except PortingError as exc:
                 log.error("memory mirror: %s", exc)  # noqa: TRY400 (a person's file: no trace)
                 continue
-            if disk not in self._written[path]:  # not one of its own writes
-                self._people.setdefault(found[0], _Person()).dirty = True
+            if disk in self._written[path]:
+                continue  # one of its own writes
+            self._people.setdefault(found[0], _Person()).dirty = True
+            if topic_of(path.name) is None or path.parent.parent != self.root:
+                log.warning(
+                    "memory mirror: %s %s; written again (only facts.md, preferences.md, "
+                    "persona.md and events.md are read back)",
+                    path,
+                    "was removed" if disk is None else "is a view, its edit is not read back",
+                )
+                self._written[path].clear()
 
     async def sync(self) -> None:
         """Read back and write the files of the people whose memory or files changed
@@ -260,19 +286,23 @@ class MemoryMirror:
         for person_id in set(self._people) - set(prints):
             del self._people[person_id]
         due = []
+        clock = asyncio.get_running_loop().time
         for person_id, fingerprint in sorted(prints.items()):
             person = self._people.setdefault(person_id, _Person())
-            if person.fingerprint != fingerprint or person.dirty:
+            changed = person.fingerprint != fingerprint or person.dirty
+            if changed and clock() >= person.not_before:
                 due.append(person_id)
         for person_id in due[: self.config.memory.mirror_people_per_pass]:
             person = self._people[person_id]
             # Read before the files: a change made meanwhile is seen again next pass.
             person.fingerprint, person.dirty = prints[person_id], False
+            started = clock()
             try:
                 await self._pass(person_id, person)
             except (OSError, PortingError) as exc:
                 person.dirty = True
                 log.error("memory mirror: person %d not written: %s", person_id, exc)  # noqa: TRY400
+            person.not_before = clock() + DUTY * (clock() - started)
         self.passes += 1
         if self.on_pass is not None:
             self.on_pass()
@@ -363,6 +393,11 @@ class MemoryMirror:
         """The files that differ written (atomically); ours that are no longer, removed."""
         for name, text in sorted(files.items()):
             path = folder / name
+            written = self._written.setdefault(path, deque(maxlen=_HISTORY))
+            if written and written[-1] == text and topic_of(name) is None:
+                # A view as last written: not read again (the watcher reports an edit of
+                # it, which clears what is known of it); a 20,000-item person has 2,500.
+                continue
             disk = _read(path)
             rejected = self._rejected.get(path)
             if rejected is not None:
@@ -370,9 +405,8 @@ class MemoryMirror:
                     continue  # the person's malformed edit stays until they fix it
                 self._rejected.pop(path, None)
             if disk == text:
-                self._written.setdefault(path, deque(maxlen=_HISTORY)).append(text)
+                written.append(text)
                 continue
-            written = self._written.setdefault(path, deque(maxlen=_HISTORY))
             if written and disk is not None and disk not in written and topic_of(name):
                 # An edit made since this pass read the file back: never overwritten,
                 # the watcher's report of it brings the next pass, which reads it.
