@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.models import Person
@@ -25,7 +26,9 @@ from memory.porting.export import export_person
 from memory.porting.mirror import MemoryMirror, mirror_root
 from memory.service import MemoryService
 from memory.types import ItemStatus, ItemType
-from tests.conftest import make_config
+from tests.conftest import RunningGateway, make_config, start_gateway
+from tests.test_lessons_turns import session
+from tests.test_persona_loop import say
 
 T0 = datetime(2026, 3, 4, 9, 0, tzinfo=UTC)
 
@@ -228,3 +231,26 @@ async def test_an_edit_made_while_away_is_read_back_at_start(tmp_path: Path) -> 
         # Not forgotten: at start a missing line may be one the mirror had not written.
         assert rows["I work at the bakery on Rue Mercière"].status is ItemStatus.ACTIVE
         assert "bakery" in text(facts)
+
+
+async def test_a_running_gateway_mirrors_a_turn(tmp_path: Path, brain: ScriptedBrain) -> None:
+    """Wired in the app: a message said in a turn reaches the person's daily note."""
+    config = make_config(
+        tmp_path, memory={"mirror_dir": str(tmp_path / "mirrored"), "mirror_interval_s": 0.1}
+    )
+    server, client = await start_gateway(config, brain)
+    running_gateway = RunningGateway(server, client)
+    try:
+        ws = await session(running_gateway, "mirror-person")
+        brain.script = ["Noted."]
+        await say(ws, "I shop at the Croix-Rousse market every Sunday.", "m1")
+        assert await running_gateway.gateway.router.drain(30)
+
+        def noted() -> bool:
+            notes = list((tmp_path / "mirrored").glob("person-*/memory/*.md"))
+            return any("Croix-Rousse market every Sunday" in text(p) for p in notes)
+
+        await until(noted, "the turn in the mirrored daily note")
+    finally:
+        await client.close()
+        await server.close()
