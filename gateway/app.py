@@ -49,6 +49,7 @@ from memory.feed import IndexFeed
 from memory.jobs.calendar import UpkeepCalendar
 from memory.jobs.metrics import run_calendar
 from memory.jobs.registry import job_bodies
+from memory.porting.mirror import MemoryMirror, mirror_root
 from memory.service import MemoryService, load_embedder
 from memory.stages import MemoryIngestStage, MemoryPackStage
 from memory.tools import MemoryToolbox
@@ -390,6 +391,10 @@ async def _warm_up(
                 budget=app[COSTS].state,
             )
             memory_after = [MemoryIngestStage(service, memory_pack)]
+            # memory.mirror_dir (issue 23): the readable files kept in step, edits read back.
+            mirror = mirror_root(config)
+            if mirror is not None:
+                supervisor.spawn("memory-mirror", MemoryMirror(service, config, mirror).run())
             # The upkeep calendar: a catch-up now, in the background, then on its heartbeat.
             metrics = app[METRICS].upkeep
             gateway.upkeep = UpkeepCalendar(

@@ -546,6 +546,15 @@ class MemoryConfig:
     # it needs a shared content word: "I take the bus to the office" / "I cycle to
     # the office now").
     change_fallback_similarity: Share = 0.4
+    # A folder kept in step with memory (memory/porting/mirror.py): each person's readable
+    # files as `agentgw memory export` writes them (not agentgw.jsonl), and an edit a
+    # person makes in facts.md, preferences.md, persona.md or events.md read back as a
+    # correction. Empty: off. A relative path is under store.data_dir.
+    mirror_dir: str = ""
+    # How often the store is checked for changes; a burst of changes is written once.
+    mirror_interval_s: PositiveFloat = 2.0
+    # At most this many people's files are rewritten per check (the rest on the next).
+    mirror_people_per_pass: PositiveInt = 4
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]

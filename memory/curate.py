@@ -124,7 +124,12 @@ class MemoryCurator:
         return [*sorted(older, key=lambda r: r.id), item, *newer]
 
     async def edit(
-        self, item_id: int, *, content: str | None = None, priority: float | None = None
+        self,
+        item_id: int,
+        *,
+        content: str | None = None,
+        priority: float | None = None,
+        author: str = "panel",
     ) -> MemoryItem:
         """New content makes a new item that supersedes this one; priority changes in place."""
         item = await self.get(item_id)
@@ -156,7 +161,7 @@ class MemoryCurator:
                     occurred_at=item.occurred_at,
                     speaker=item.speaker,
                     role=item.role,
-                    author="panel",
+                    author=author,
                     channel=item.channel,
                     conversation_id=item.conversation_id,
                     source_message_ids=tuple(item.source_message_ids or ()),

@@ -12,11 +12,12 @@ import asyncio
 from dataclasses import dataclass
 from datetime import tzinfo
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.store import Store
 from memory.errors import PortingError
-from memory.porting import markdown
+from memory.porting import markdown, views
 from memory.porting.records import Record, by_table, header_line, read_person, to_line
 
 
@@ -39,17 +40,21 @@ def _zone(name: str, default: tzinfo) -> tzinfo:
         return default
 
 
+def markdown_files(rows: dict[str, list[dict[str, Any]]], zone: tzinfo) -> dict[str, str]:
+    """The readable files of one person (everything but ``agentgw.jsonl``): name -> text."""
+    (person,) = rows["people"]
+    name, theirs = person["display_name"], _zone(person["timezone"], zone)
+    files = markdown.render(name, rows["memory_items"], rows["lessons"], theirs)
+    files.update(views.render_profile(name, rows["profiles"], theirs))
+    files.update(views.render_tree(name, rows["memory_tree_nodes"], theirs))
+    return files
+
+
 def files_of(records: list[Record], zone: tzinfo) -> dict[str, str]:
     """Every file of one person's export: name -> text."""
     rows = by_table(records)
-    (person,) = rows["people"]
-    files = markdown.render(
-        person["display_name"],
-        rows["memory_items"],
-        rows["lessons"],
-        _zone(person["timezone"], zone),
-    )
-    lines = [header_line(person["id"]), *(to_line(r) for r in records)]
+    files = markdown_files(rows, zone)
+    lines = [header_line(rows["people"][0]["id"]), *(to_line(r) for r in records)]
     files["agentgw.jsonl"] = "".join(f"{line}\n" for line in lines)
     return files
 

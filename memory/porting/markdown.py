@@ -71,6 +71,11 @@ def _split(
     return files
 
 
+def split_parts(stem: str, header: str, lines: Sequence[str]) -> dict[str, str]:
+    """``stem``.md, or numbered parts of it past MAX_LINES lines (no years to split by)."""
+    return _split(stem, header, [(date.min, line) for line in lines], by_year=False)
+
+
 def render(
     name: str, items: Sequence[dict[str, Any]], lessons: Sequence[dict[str, Any]], zone: tzinfo
 ) -> dict[str, str]:
