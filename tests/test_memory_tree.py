@@ -5,7 +5,7 @@ and a specific one the leaves, and the nightly job rebalances."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -206,3 +206,43 @@ async def test_the_nightly_job_rebalances_the_tree(
     counts = await nightly(ctx)
     assert counts["tree_rebalanced"] == 1
     assert "root" in await service.tree.nodes(address.person_id)
+
+
+async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids: set[int] = set()
+    for day in range(12):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    before = await service.tree.nodes(address.person_id)
+    check_whole(before, ids)
+    tree = service.tree
+
+    async def whole_read(person_id: int) -> list[object]:
+        raise AssertionError("an incremental update read every leaf")
+
+    read: list[int] = []
+    rows = tree._rows
+
+    async def counted(person_id: int, wanted: Sequence[int], **kw: bool) -> list[object]:
+        read.extend(wanted)
+        return await rows(person_id, wanted, **kw)
+
+    monkeypatch.setattr(tree, "leaves", whole_read)
+    monkeypatch.setattr(tree, "_rows", counted)
+    new = await say(service, address, 12)
+    ids.update(new)
+    await tree.idle()
+    after = await tree.nodes(address.person_id)
+    check_whole(after, ids)
+    # The new item, and the members of the cluster(s) it joined: not the whole store.
+    assert set(new) <= set(read)
+    joined = {p for n in after.values() if set(new) & set(n.item_ids) for p in n.parent_keys}
+    members = {i for k in joined if k.startswith("c:") for i in after[k].item_ids}
+    assert set(read) <= set(new) | members
+    assert len(set(read)) < len(ids)
+    # The clusters it did not join kept their summaries (no new version).
+    untouched = [k for k, n in before.items() if n.level == 1 and k not in joined]
+    assert untouched
+    assert all(after[k].version == before[k].version for k in untouched if k in after)

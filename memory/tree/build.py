@@ -56,6 +56,8 @@ class Leaf:
     quotes: list[Quote]
     vector: NDArray[np.float32]
     speaker: str = ""
+    # The mean of the items' vectors (kept so a note can grow without its items read).
+    mean: NDArray[np.float32] | None = None
 
     @property
     def first_at(self) -> datetime:
@@ -161,6 +163,25 @@ class Built:
     clusters: list[Group]
     topics: list[Group]
     root: Group
+
+    def vectors(self) -> dict[str, NDArray[np.float32]]:
+        """Each node's stored vector: a leaf's mean item vector, a cluster's sum of its
+        leaves' unit vectors, a topic's sum of its clusters' unit centroids."""
+        out: dict[str, NDArray[np.float32]] = {}
+        units: dict[str, NDArray[np.float32]] = {}
+        for leaf in self.leaves:
+            out[leaf.key] = leaf.mean if leaf.mean is not None else leaf.vector
+            units[leaf.key] = leaf.vector
+        for group in self.clusters:
+            kids = [units[k] for k in group.child_keys if k in units]
+            if kids:
+                out[group.key] = np.sum(kids, axis=0).astype(np.float32)
+                units[group.key] = unit(out[group.key])
+        for group in self.topics:
+            kids = [units[k] for k in group.child_keys if k in units]
+            if kids:
+                out[group.key] = np.sum(kids, axis=0).astype(np.float32)
+        return out
 
 
 def summarise(group: Group, quotes: Sequence[Quote], k: int) -> None:
