@@ -5,6 +5,7 @@ and a specific one the leaves, and the nightly job rebalances."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -246,3 +247,29 @@ async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
     untouched = [k for k, n in before.items() if n.level == 1 and k not in joined]
     assert untouched
     assert all(after[k].version == before[k].version for k in untouched if k in after)
+
+
+async def test_a_thematic_question_packs_clusters_under_their_topics(
+    service: MemoryService, address: Address
+) -> None:
+    for day in range(len(DAYS)):
+        await say(service, address, day)
+    await service.tree.idle()
+    nodes = await service.tree.nodes(address.person_id)
+    at = START + timedelta(days=30)
+    question = "What kinds of food does Sam usually cook?"
+    assert classify(question, {"Sam"}).name == "thematic"
+    pack = await service.build_pack(PackRequest(address.person_id, question, at))
+    headings = re.findall(r"\[theme ([^\]]+)\]", pack.text)
+    assert headings
+    keys = [k.strip() for h in headings for k in h.split(">")]
+    # Level 2 (the topic) over level 1 (the cluster), not leaves, not the root.
+    assert {nodes[k].level for k in keys} == {1, 2}
+    themed = pack.text.split("[theme ", 1)[1]
+    assert any(w in themed for w in ("sourdough", "lasagne", "pasta", "roasted"))
+    # The flat pack still fills the rest, within the budget.
+    assert pack.tokens <= service.settings.budget_tokens
+    specific = await service.build_pack(
+        PackRequest(address.person_id, "Which shoes did Sam buy for running?", at)
+    )
+    assert "[theme " not in specific.text
