@@ -13,7 +13,7 @@ short says little).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -249,3 +249,34 @@ def key_quote(quotes: Sequence[Quote]) -> list[Quote]:
     (a broad pack quotes one line per leaf, so a shorter line leaves room for more)."""
     top = central(quotes, 3)
     return [min(top, key=lambda q: (len(q.text), q.at))] if top else []
+
+
+def inherit_keys(built: Built, old: Mapping[str, tuple[int, set[int]]]) -> None:
+    """A rebuilt cluster or topic takes the key of the old node (``old``: key → level,
+    item ids) it shares most items with (Jaccard ≥ 0.5), so its version history
+    continues; the others get fresh keys."""
+    for level, groups in ((1, built.clusters), (2, built.topics)):
+        prefix = "c" if level == 1 else "t"
+        olds = {k: items for k, (lv, items) in old.items() if lv == level}
+        taken: set[str] = set()
+        renamed: dict[str, str] = {}
+        fresh = 1 + max((int(k[2:]) for k in olds if k[2:].isdigit()), default=-1)
+        for group in groups:
+            mine = set(group.item_ids)
+            best, score = None, 0.5
+            for key, items in olds.items():
+                if key in taken or not items:
+                    continue
+                jaccard = len(mine & items) / len(mine | items)
+                if jaccard >= score:
+                    best, score = key, jaccard
+            if best is None:
+                best = f"{prefix}:{fresh}"
+                fresh += 1
+            taken.add(best)
+            renamed[group.key] = best
+        for group in groups:
+            group.key = renamed[group.key]
+        parents = built.topics if level == 1 else [built.root]
+        for parent in parents:
+            parent.child_keys = [renamed.get(k, k) for k in parent.child_keys]

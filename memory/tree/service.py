@@ -240,7 +240,7 @@ class MemoryTree:
                 tb.build, leaves, self.config.tree_cluster_max, self.config.tree_topic_max
             )
             old = await self.nodes(person_id)
-            _inherit_keys(built, old)
+            tb.inherit_keys(built, {k: (n.level, set(n.item_ids)) for k, n in old.items()})
             return await self._save(person_id, built, "rebuild", replace_all=True)
 
     async def update(self, person_id: int) -> int:
@@ -258,7 +258,7 @@ class MemoryTree:
                 built = await asyncio.to_thread(
                     tb.build, leaves, self.config.tree_cluster_max, self.config.tree_topic_max
                 )
-                _inherit_keys(built, old)
+                tb.inherit_keys(built, {k: (n.level, set(n.item_ids)) for k, n in old.items()})
                 return await self._save(person_id, built, "build", replace_all=True)
             if not pending:
                 return 0
@@ -581,33 +581,3 @@ def _speakers(nodes: dict[str, NodeView], groups: Sequence[NodeView]) -> None:
                 node.speakers = set().union(
                     *(nodes[k].speakers for k in node.child_keys if k in nodes)
                 )
-
-
-def _inherit_keys(built: tb.Built, old: dict[str, NodeView]) -> None:
-    """A rebuilt cluster or topic takes the key of the old node it shares most items
-    with (Jaccard ≥ 0.5), so its version history continues; the others get fresh keys."""
-    for level, groups in ((1, built.clusters), (2, built.topics)):
-        prefix = "c" if level == 1 else "t"
-        olds = {k: set(n.item_ids) for k, n in old.items() if n.level == level}
-        taken: set[str] = set()
-        renamed: dict[str, str] = {}
-        fresh = 1 + max((int(k[2:]) for k in olds if k[2:].isdigit()), default=-1)
-        for group in groups:
-            mine = set(group.item_ids)
-            best, score = None, 0.5
-            for key, items in olds.items():
-                if key in taken or not items:
-                    continue
-                jaccard = len(mine & items) / len(mine | items)
-                if jaccard >= score:
-                    best, score = key, jaccard
-            if best is None:
-                best = f"{prefix}:{fresh}"
-                fresh += 1
-            taken.add(best)
-            renamed[group.key] = best
-        for group in groups:
-            group.key = renamed[group.key]
-        parents = built.topics if level == 1 else [built.root]
-        for parent in parents:
-            parent.child_keys = [renamed.get(k, k) for k in parent.child_keys]
