@@ -66,7 +66,8 @@ async def run(config: Config, items: int, adds: int, queries: int) -> dict[str, 
         began = time.perf_counter()
         await tree.rebuild(person)
         build_s = time.perf_counter() - began
-        nodes = await tree.nodes(person)
+        # Counted now: the cached tree takes the updates' nodes in place.
+        nodes = dict(await tree.nodes(person))
         levels = {str(level): sum(n.level == level for n in nodes.values()) for level in range(4)}
         # New turns after the store's last day: ten minutes apart, so a day's turns grow
         # one note and every 144th starts a new one.
