@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,7 +30,7 @@ from numpy.typing import NDArray
 from memory.tree import build as tb
 
 
-class NodeLike:
+class NodeLike(Protocol):
     """What ``place`` reads of a stored node (``service.NodeView`` has these)."""
 
     key: str
