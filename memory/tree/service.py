@@ -379,34 +379,8 @@ class MemoryTree:
                     parents.setdefault(child, []).append(group.key)
         if vectors is None:
             vectors = await asyncio.to_thread(built.vectors)
-        specs: list[
-            tuple[str, int, list[str], list[int], list[tb.Quote], datetime | None, datetime | None]
-        ] = []
-        for leaf in built.leaves:
-            specs.append(
-                (
-                    leaf.key,
-                    0,
-                    [],
-                    leaf.item_ids,
-                    tb.key_quote(leaf.quotes),
-                    leaf.first_at,
-                    leaf.last_at,
-                )
-            )
-        for group in [*built.clusters, *built.topics, built.root]:
-            ats = [q.at for q in group.quotes]
-            specs.append(
-                (
-                    group.key,
-                    group.level,
-                    group.child_keys,
-                    group.item_ids,
-                    group.quotes,
-                    min(ats, default=None),
-                    max(ats, default=None),
-                )
-            )
+        # A leaf's line is a TF-IDF pick: a rebuild makes one per leaf, in a worker thread.
+        specs = await asyncio.to_thread(_specs, built)
         written = 0
         # The utility model writes abstractive summaries in the nightly rebuild only, and
         # only for nodes whose members' quotes changed (the cost is bounded by what
@@ -571,6 +545,32 @@ class MemoryTree:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+
+
+Spec = tuple[str, int, list[str], list[int], list[tb.Quote], datetime | None, datetime | None]
+
+
+def _specs(built: tb.Built) -> list[Spec]:
+    """Each node to write: key, level, children, items, quotes, first and last date."""
+    specs: list[Spec] = []
+    for leaf in built.leaves:
+        specs.append(
+            (leaf.key, 0, [], leaf.item_ids, tb.key_quote(leaf.quotes), leaf.first_at, leaf.last_at)
+        )
+    for group in [*built.clusters, *built.topics, built.root]:
+        ats = [q.at for q in group.quotes]
+        specs.append(
+            (
+                group.key,
+                group.level,
+                group.child_keys,
+                group.item_ids,
+                group.quotes,
+                min(ats, default=None),
+                max(ats, default=None),
+            )
+        )
+    return specs
 
 
 def _speakers(nodes: dict[str, NodeView], groups: Sequence[NodeView]) -> None:
