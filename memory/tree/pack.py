@@ -42,7 +42,7 @@ from memory.tree.service import EXTRACTIVE, NodeView
 FLAT_SPREAD = 0.05
 # A thematic pack: this many clusters, within this share of the budget.
 THEME_CLUSTERS = 3
-THEME_SHARE = 0.35
+THEME_SHARE = 0.2
 _BROAD = re.compile(
     r"\b(up to|been doing|been up|what do you know|know about|tell me about|tell me everything|"
     r"catch me up|overview|recap|summar\w*|what'?s new|how has .* been)\b",
