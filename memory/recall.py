@@ -117,9 +117,11 @@ class Recall(Writes):
         # nearest clusters, whose lines take a share of the budget before the flat pack.
         mode: Mode | None = None
         theme: BroadPack | None = None
+        themed: frozenset[int] = frozenset()
         if self.config.tree and self.tree.packing:
             mode, theme = await self._tree_mode(request, query, ann, settings)
             if theme is not None:
+                themed = frozenset(theme.credited)
                 spent = estimate_tokens("\n".join(theme.lines) + "\n")
                 settings = replace(settings, budget_tokens=max(1, settings.budget_tokens - spent))
         # What the searches found, and how much of it the recent history already holds
@@ -137,6 +139,8 @@ class Recall(Writes):
                 )
                 for item_id, (view, vector) in fetched.rows.items()
                 if not set(view.source_message_ids) & request.exclude_message_ids
+                # A turn the theme's lines already quote is not packed twice.
+                and item_id not in themed
             }
             found["items"] = len(fetched.rows)
             found["in_history"] = len(fetched.rows) - len(candidates)

@@ -267,8 +267,9 @@ async def test_a_thematic_question_packs_clusters_under_their_topics(
     assert {nodes[k].level for k in keys} == {1, 2}
     themed = pack.text.split("[theme ", 1)[1]
     assert any(w in themed for w in ("sourdough", "lasagne", "pasta", "roasted"))
-    # The flat pack still fills the rest, within the budget.
+    # The flat pack still fills the rest, within the budget, and quotes no turn again.
     assert pack.tokens <= service.settings.budget_tokens
+    assert all(pack.text.count(day) <= 1 for day in DAYS)
     specific = await service.build_pack(
         PackRequest(address.person_id, "Which shoes did Sam buy for running?", at)
     )
