@@ -525,8 +525,9 @@ class MemoryConfig:
     # read whole, so a 2 GB file would need several times that in memory.
     import_max_bytes: PositiveInt = 2_147_483_648
     # The memory tree (memory/tree/, issue 23): clusters, topics and a root over the
-    # person's items, packed for broad questions ("what have I been up to?"). Off by
-    # default until its cost at 100k items is measured (an update reads the leaves whole).
+    # person's items, packed for broad and thematic questions. Off by default: an
+    # update reads only the new items and the touched branch, but costs about 120 ms
+    # of CPU per turn at 100k items (docs/DESIGN.md, "The memory tree").
     tree: bool = False
     # A cluster past this many leaves splits (GaussianMixture, BIC); a topic groups
     # about this many clusters.

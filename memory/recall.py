@@ -46,7 +46,7 @@ from memory.state import (
     day_bounds,
 )
 from memory.timeparse import TimeWindow, find_anchor, resolve_window
-from memory.tree.pack import broad_pack, classify
+from memory.tree.pack import THEME_SHARE, BroadPack, Mode, broad_pack, classify, thematic_pack
 from memory.writes import Writes
 
 # The service's one logger name, as before the split (log configs and tests name it).
@@ -113,6 +113,17 @@ class Recall(Writes):
             for item_id in ids:
                 sources.setdefault(item_id, set()).add(name)
         lexical_of = dict(found_sources.lexical)
+        # The tree (memory/tree/pack.py): the query's level, and for a thematic one the
+        # nearest clusters, whose lines take a share of the budget before the flat pack.
+        mode: Mode | None = None
+        theme: BroadPack | None = None
+        themed: frozenset[int] = frozenset()
+        if self.config.tree and self.tree.packing:
+            mode, theme = await self._tree_mode(request, query, ann, settings)
+            if theme is not None:
+                themed = frozenset(theme.credited)
+                spent = estimate_tokens("\n".join(theme.lines) + "\n")
+                settings = replace(settings, budget_tokens=max(1, settings.budget_tokens - spent))
         # What the searches found, and how much of it the recent history already holds
         # (the trace says why a pack is empty).
         found = {"items": 0, "in_history": 0}
@@ -128,6 +139,8 @@ class Recall(Writes):
                 )
                 for item_id, (view, vector) in fetched.rows.items()
                 if not set(view.source_message_ids) & request.exclude_message_ids
+                # A turn the theme's lines already quote is not packed twice.
+                and item_id not in themed
             }
             found["items"] = len(fetched.rows)
             found["in_history"] = len(fetched.rows) - len(candidates)
@@ -152,8 +165,8 @@ class Recall(Writes):
             assemble_and_select,
         )
         tree_notes: dict[str, object] = {}
-        if self.config.tree and self.tree.packing:
-            result, tree_notes = await self._tree_pack(request, result, settings, ann)
+        if mode is not None:
+            result, tree_notes = await self._tree_pack(request, result, settings, mode, theme)
         timings["pack_ms"] = (time.perf_counter() - started) * 1000
         if self.config.store_traces:
             self._save_trace(
@@ -183,20 +196,46 @@ class Recall(Writes):
             )
         return Pack(result.text, result.tokens, result.kept, result, window, timings)
 
+    async def _tree_mode(
+        self,
+        request: PackRequest,
+        query: NDArray[np.float32] | None,
+        ann: list[tuple[int, float]],
+        settings: PackSettings,
+    ) -> tuple[Mode, BroadPack | None]:
+        """The query's level, and a thematic query's cluster lines (or None)."""
+        names = await self.speakers(request.person_id)
+        mode = classify(request.text, names, [s for _, s in ann])
+        if mode.name != "thematic" or query is None:
+            return mode, None
+        nodes = await self.tree.nodes(request.person_id)
+        named = {n for n in names if re.search(rf"\b{re.escape(n)}\b", request.text, re.I)}
+        budget = int(settings.budget_tokens * CHARS_PER_TOKEN * THEME_SHARE)
+        theme = await asyncio.to_thread(thematic_pack, nodes, query, named, budget)
+        return mode, theme
+
     async def _tree_pack(
         self,
         request: PackRequest,
         result: PackResult,
         settings: PackSettings,
-        ann: list[tuple[int, float]],
+        mode: Mode,
+        theme: BroadPack | None,
     ) -> tuple[PackResult, dict[str, object]]:
-        """The tree's pack when the query is broad (memory/tree/pack.py); else the flat
-        one, the mode in the trace either way."""
-        names = await self.speakers(request.person_id)
-        mode = classify(request.text, names, [s for _, s in ann])
+        """The tree's pack when the query is broad, the flat one under the theme's lines
+        when it is thematic, the flat one else (memory/tree/pack.py); the mode and the
+        path taken in the trace."""
         notes: dict[str, object] = {"tree": {"mode": mode.name, "why": mode.why}}
+        if theme is not None:
+            # An empty flat pack renders nothing: the theme's lines get the frame alone.
+            body = result.text.removeprefix(HEADER) if result.text else FOOTER
+            text = HEADER + "\n".join(theme.lines) + "\n" + body
+            notes["tree"] = {"mode": mode.name, "why": mode.why, "path": theme.path}
+            kept = tuple(dict.fromkeys([*theme.credited, *result.kept]))
+            return replace(result, text=text, tokens=estimate_tokens(text), kept=kept), notes
         if mode.name != "broad":
             return result, notes
+        names = await self.speakers(request.person_id)
         nodes = await self.tree.nodes(request.person_id)
         named = {n for n in names if re.search(rf"\b{re.escape(n)}\b", request.text, re.I)}
         frame = len(HEADER) + len(FOOTER) + 1

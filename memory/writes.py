@@ -95,9 +95,11 @@ class Writes(Validity):
         await self.apply_validity(ids, items)
         if self.config.tree and matrix is not None:
             # The tree places the new leaves later, off the reply's path (memory/tree/).
-            self.tree.schedule(
-                sorted({i.person_id for i in items if i.status is ItemStatus.ACTIVE})
-            )
+            written: dict[int, list[int]] = {}
+            for item_id, item in zip(ids, items, strict=True):
+                if item.status is ItemStatus.ACTIVE:
+                    written.setdefault(item.person_id, []).append(item_id)
+            self.tree.schedule(written)
         return ids
 
     def _categorised(self, items: Sequence[NewItem]) -> Sequence[NewItem]:

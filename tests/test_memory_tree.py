@@ -5,7 +5,8 @@ and a specific one the leaves, and the nightly job rebalances."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -206,3 +207,70 @@ async def test_the_nightly_job_rebalances_the_tree(
     counts = await nightly(ctx)
     assert counts["tree_rebalanced"] == 1
     assert "root" in await service.tree.nodes(address.person_id)
+
+
+async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids: set[int] = set()
+    for day in range(12):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    before = await service.tree.nodes(address.person_id)
+    check_whole(before, ids)
+    tree = service.tree
+
+    async def whole_read(person_id: int) -> list[object]:
+        raise AssertionError("an incremental update read every leaf")
+
+    read: list[int] = []
+    rows = tree._rows
+
+    async def counted(person_id: int, wanted: Sequence[int], **kw: bool) -> list[object]:
+        read.extend(wanted)
+        return await rows(person_id, wanted, **kw)
+
+    monkeypatch.setattr(tree, "leaves", whole_read)
+    monkeypatch.setattr(tree, "_rows", counted)
+    new = await say(service, address, 12)
+    ids.update(new)
+    await tree.idle()
+    after = await tree.nodes(address.person_id)
+    check_whole(after, ids)
+    # The new item, and the members of the cluster(s) it joined: not the whole store.
+    assert set(new) <= set(read)
+    joined = {p for n in after.values() if set(new) & set(n.item_ids) for p in n.parent_keys}
+    members = {i for k in joined if k.startswith("c:") for i in after[k].item_ids}
+    assert set(read) <= set(new) | members
+    assert len(set(read)) < len(ids)
+    # The clusters it did not join kept their summaries (no new version).
+    untouched = [k for k, n in before.items() if n.level == 1 and k not in joined]
+    assert untouched
+    assert all(after[k].version == before[k].version for k in untouched if k in after)
+
+
+async def test_a_thematic_question_packs_clusters_under_their_topics(
+    service: MemoryService, address: Address
+) -> None:
+    for day in range(len(DAYS)):
+        await say(service, address, day)
+    await service.tree.idle()
+    nodes = await service.tree.nodes(address.person_id)
+    at = START + timedelta(days=30)
+    question = "What kinds of food does Sam usually cook?"
+    assert classify(question, {"Sam"}).name == "thematic"
+    pack = await service.build_pack(PackRequest(address.person_id, question, at))
+    headings = re.findall(r"\[theme ([^\]]+)\]", pack.text)
+    assert headings
+    keys = [k.strip() for h in headings for k in h.split(">")]
+    # Level 2 (the topic) over level 1 (the cluster), not leaves, not the root.
+    assert {nodes[k].level for k in keys} == {1, 2}
+    themed = pack.text.split("[theme ", 1)[1]
+    assert any(w in themed for w in ("sourdough", "lasagne", "pasta", "roasted"))
+    # The flat pack still fills the rest, within the budget, and quotes no turn again.
+    assert pack.tokens <= service.settings.budget_tokens
+    assert all(pack.text.count(day) <= 1 for day in DAYS)
+    specific = await service.build_pack(
+        PackRequest(address.person_id, "Which shoes did Sam buy for running?", at)
+    )
+    assert "[theme " not in specific.text

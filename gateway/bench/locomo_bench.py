@@ -385,14 +385,27 @@ async def broad(
         )
         for path, (c, person_id) in zip(files, conversations, strict=True)
     ]
+    held_out = locomo_broad.HELD_OUT_QUESTIONS
     service.tree.packing = False
     try:
         flat = await locomo_broad.coverage(service, rows)
+        flat_held = await locomo_broad.coverage(service, rows, held_out)
     finally:
         service.tree.packing = True
-    out: dict[str, Any] = {"broad_session_coverage_flat": flat}
+    out: dict[str, Any] = {
+        "broad_session_coverage_flat": locomo_broad.mean(flat),
+        # The same figure on the conversations the rules may be tuned on and on the
+        # rest, and for two phrasings the rules were not written against.
+        "broad_session_coverage_flat_by_split": locomo_broad.by_split(flat),
+        "broad_session_coverage_flat_held_out_questions": locomo_broad.mean(flat_held),
+    }
     if tree_on:
-        out["broad_session_coverage"] = await locomo_broad.coverage(service, rows)
+        tree = await locomo_broad.coverage(service, rows)
+        tree_held = await locomo_broad.coverage(service, rows, held_out)
+        out["broad_session_coverage"] = locomo_broad.mean(tree)
+        out["broad_session_coverage_by_split"] = locomo_broad.by_split(tree)
+        out["broad_session_coverage_held_out_questions"] = locomo_broad.mean(tree_held)
+        out["broad_session_coverage_held_out_questions_by_split"] = locomo_broad.by_split(tree_held)
     return out
 
 

@@ -8,6 +8,12 @@ when the pack holds the whole text of one of the speaker's turns of that
 session, or a sentence of at least 8 words quoted verbatim from one (an
 extractive node counts, a paraphrase does not). ``session coverage`` is the
 mean over questions of the share of those sessions represented.
+
+Coverage has no held-out set of its own: LoCoMo's development split (five
+conversations) is all there is. So the figure is also reported by split —
+``TUNED`` (the conversations the broad pack's rules may be looked at on) and the
+rest, held out — and with ``HELD_OUT_QUESTIONS``, two phrasings the rules were
+never written against.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from memory.service import MemoryService, PackRequest
 # (file, speaker a, speaker b, turns as (dia_id, speaker, text), person id, asked at)
 Broad = tuple[Path, str, str, Sequence[tuple[str, str, str]], int, datetime]
 QUESTIONS = ("What has {speaker} been up to?", "What do you know about {speaker}?")
+HELD_OUT_QUESTIONS = ("Tell me about {speaker}'s life lately.", "Catch me up on {speaker}.")
+TUNED = ("conv-26", "conv-30")
 MIN_WORDS = 8
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _SESSION = re.compile(r"D(\d+):")
@@ -62,18 +70,30 @@ def represented(
 async def coverage(
     service: MemoryService,
     conversations: Sequence[Broad],
-) -> float:
-    """Mean session coverage over the broad questions of every conversation and speaker."""
-    shares: list[float] = []
+    questions: Sequence[str] = QUESTIONS,
+) -> list[tuple[str, float]]:
+    """Each broad question's session coverage, with its conversation's name."""
+    shares: list[tuple[str, float]] = []
     for path, speaker_a, speaker_b, turns, person_id, asked_at in conversations:
         for speaker in (speaker_a, speaker_b):
             sessions = event_sessions(path, speaker)
             if not sessions:
                 continue
-            for question in QUESTIONS:
+            for question in questions:
                 pack = await service.build_pack(
                     PackRequest(person_id, question.format(speaker=speaker), asked_at)
                 )
                 hit = sum(represented(pack.text, turns, speaker, s) for s in sessions)
-                shares.append(hit / len(sessions))
-    return round(statistics.fmean(shares), 4) if shares else 0.0
+                shares.append((path.stem, hit / len(sessions)))
+    return shares
+
+
+def mean(shares: Sequence[tuple[str, float]], names: Sequence[str] | None = None) -> float:
+    """The mean coverage over the questions (of the conversations ``names``, or all)."""
+    picked = [share for name, share in shares if names is None or name in names]
+    return round(statistics.fmean(picked), 4) if picked else 0.0
+
+
+def by_split(shares: Sequence[tuple[str, float]]) -> dict[str, float]:
+    held_out = sorted({name for name, _ in shares} - set(TUNED))
+    return {"tuned": mean(shares, TUNED), "held_out": mean(shares, held_out)}

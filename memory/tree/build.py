@@ -13,7 +13,7 @@ short says little).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -56,6 +56,8 @@ class Leaf:
     quotes: list[Quote]
     vector: NDArray[np.float32]
     speaker: str = ""
+    # The mean of the items' vectors (kept so a note can grow without its items read).
+    mean: NDArray[np.float32] | None = None
 
     @property
     def first_at(self) -> datetime:
@@ -162,6 +164,25 @@ class Built:
     topics: list[Group]
     root: Group
 
+    def vectors(self) -> dict[str, NDArray[np.float32]]:
+        """Each node's stored vector: a leaf's mean item vector, a cluster's sum of its
+        leaves' unit vectors, a topic's sum of its clusters' unit centroids."""
+        out: dict[str, NDArray[np.float32]] = {}
+        units: dict[str, NDArray[np.float32]] = {}
+        for leaf in self.leaves:
+            out[leaf.key] = leaf.mean if leaf.mean is not None else leaf.vector
+            units[leaf.key] = leaf.vector
+        for group in self.clusters:
+            kids = [units[k] for k in group.child_keys if k in units]
+            if kids:
+                out[group.key] = np.sum(kids, axis=0).astype(np.float32)
+                units[group.key] = unit(out[group.key])
+        for group in self.topics:
+            kids = [units[k] for k in group.child_keys if k in units]
+            if kids:
+                out[group.key] = np.sum(kids, axis=0).astype(np.float32)
+        return out
+
 
 def summarise(group: Group, quotes: Sequence[Quote], k: int) -> None:
     group.quotes = central(quotes, k)
@@ -228,3 +249,34 @@ def key_quote(quotes: Sequence[Quote]) -> list[Quote]:
     (a broad pack quotes one line per leaf, so a shorter line leaves room for more)."""
     top = central(quotes, 3)
     return [min(top, key=lambda q: (len(q.text), q.at))] if top else []
+
+
+def inherit_keys(built: Built, old: Mapping[str, tuple[int, set[int]]]) -> None:
+    """A rebuilt cluster or topic takes the key of the old node (``old``: key → level,
+    item ids) it shares most items with (Jaccard ≥ 0.5), so its version history
+    continues; the others get fresh keys."""
+    for level, groups in ((1, built.clusters), (2, built.topics)):
+        prefix = "c" if level == 1 else "t"
+        olds = {k: items for k, (lv, items) in old.items() if lv == level}
+        taken: set[str] = set()
+        renamed: dict[str, str] = {}
+        fresh = 1 + max((int(k[2:]) for k in olds if k[2:].isdigit()), default=-1)
+        for group in groups:
+            mine = set(group.item_ids)
+            best, score = None, 0.5
+            for key, items in olds.items():
+                if key in taken or not items:
+                    continue
+                jaccard = len(mine & items) / len(mine | items)
+                if jaccard >= score:
+                    best, score = key, jaccard
+            if best is None:
+                best = f"{prefix}:{fresh}"
+                fresh += 1
+            taken.add(best)
+            renamed[group.key] = best
+        for group in groups:
+            group.key = renamed[group.key]
+        parents = built.topics if level == 1 else [built.root]
+        for parent in parents:
+            parent.child_keys = [renamed.get(k, k) for k in parent.child_keys]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gateway.store.models import Base, utcnow
@@ -40,6 +40,10 @@ class TreeNode(Base):
     first_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     last_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # float32 bytes, so an incremental update reads no member (migration 0032): a leaf's
+    # mean item vector, a cluster's sum of its leaves' unit vectors, a topic's sum of its
+    # clusters' unit centroids. None on a tree built before it (the next update rebuilds).
+    vector: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
 class TreeNodeVersion(Base):

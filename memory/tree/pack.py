@@ -10,8 +10,12 @@ dense similarities (how much the best item stands out):
   the names ("Caroline?"); or a broad cue and a flat similarity spread (the
   best ANN hit less than ``FLAT_SPREAD`` above the mean of the top 20).
 - **thematic** (levels 1-2): a thematic cue ("what kinds of", "hobbies",
-  "interests", "in general", "usually") — packed as leaves today (the flat
-  pack), the mode recorded in the trace.
+  "interests", "in general", "usually") and not broad. ``thematic_pack`` takes
+  the ``THEME_CLUSTERS`` clusters whose centroids are nearest the query's vector
+  (collapsed-tree retrieval over level 1, as RAPTOR found best), each under its
+  topic (level 2): the topic's key line once, then the cluster's summary lines,
+  within ``THEME_SHARE`` of the budget. The flat pack fills the rest, so the
+  leaves a specific part of the question needs are still there.
 - **specific** (leaves): everything else — the flat pack, unchanged.
 
 A broad pack walks root → topics → clusters → leaves: the root's lines, then,
@@ -29,10 +33,16 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import NDArray
+
 from memory.tree.build import Quote
 from memory.tree.service import EXTRACTIVE, NodeView
 
 FLAT_SPREAD = 0.05
+# A thematic pack: this many clusters, within this share of the budget.
+THEME_CLUSTERS = 3
+THEME_SHARE = 0.2
 _BROAD = re.compile(
     r"\b(up to|been doing|been up|what do you know|know about|tell me about|tell me everything|"
     r"catch me up|overview|recap|summar\w*|what'?s new|how has .* been)\b",
@@ -177,3 +187,74 @@ def broad_pack(
             credited.append(leaf.quotes[0].item_id)
             path.append(f"{topic.key}>{cluster.key}>{leaf.key}")
     return BroadPack(lines, credited, path)
+
+
+def _line(node: NodeView, q: Quote | None) -> str:
+    """A node's line: a quote (extractive), or its summary's first line (credits nothing)."""
+    if q is not None:
+        return f"- {q.render()}"
+    return f"- {node.summary.splitlines()[0]}" if node.summary else ""
+
+
+def thematic_pack(
+    nodes: dict[str, NodeView],
+    query: NDArray[np.float32],
+    speakers: set[str],
+    budget_chars: int,
+    clusters: int = THEME_CLUSTERS,
+) -> BroadPack | None:
+    """The clusters nearest the query, under their topics, within ``budget_chars``
+    (None: no cluster with a centroid, or none of the named speakers')."""
+    found = [
+        n
+        for n in nodes.values()
+        if n.level == 1 and n.vector is not None and (not speakers or n.speakers & speakers)
+    ]
+    if not found:
+        return None
+    matrix = np.stack([n.vector for n in found if n.vector is not None])
+    norms = np.linalg.norm(matrix, axis=1)
+    sims = (matrix @ query) / np.where(norms == 0, 1, norms)
+    order = np.argsort(-sims, kind="stable")[:clusters]
+
+    def mine(q: Quote) -> bool:
+        return not speakers or q.speaker.split(" ")[0] in speakers
+
+    lines: list[str] = []
+    credited: list[int] = []
+    path: list[str] = []
+    used = 0
+    opened: set[str] = set()
+    for row in order:
+        cluster = found[int(row)]
+        topic = nodes.get(cluster.parent_keys[0]) if cluster.parent_keys else None
+        heading = f"[theme {topic.key + ' > ' if topic else ''}{cluster.key}]"
+        block = [heading]
+        quoted: list[int] = []
+        if topic is not None and topic.key not in opened:
+            # The topic's own key line (level 2), once per topic.
+            first = next((q for q in topic.quotes if mine(q)), None)
+            extractive = topic.model == EXTRACTIVE
+            line = _line(topic, first if extractive else None)
+            if line and (not extractive or first is not None):
+                block.append(line)
+                quoted += [first.item_id] if extractive and first is not None else []
+        if cluster.model == EXTRACTIVE:
+            for q in cluster.quotes:
+                if mine(q) and f"- {q.render()}" not in block:
+                    block.append(f"- {q.render()}")
+                    quoted.append(q.item_id)
+        elif cluster.summary:
+            block.append(_line(cluster, None))
+        cost = sum(len(line) + 1 for line in block)
+        if len(block) < 2 or not _fits(used, "x" * (cost - 1), budget_chars):
+            continue
+        used += cost
+        lines.extend(block)
+        credited.extend(i for i in quoted if i not in credited)
+        if topic is not None:
+            opened.add(topic.key)
+        path.append(
+            f"{topic.key + '>' if topic else ''}{cluster.key} (cosine {float(sims[int(row)]):.3f})"
+        )
+    return BroadPack(lines, credited, path) if lines else None

@@ -8,14 +8,16 @@ that holds only conversation (LoCoMo, a fresh import) still has a tree. A
 note's quotes are its episodes' sentences, verbatim, so it credits exactly the
 turns it quotes.
 
-``update`` is incremental: a new leaf joins its nearest cluster (and the
-second nearest when within ``tree_soft_margin`` cosine: soft assignment), a
-cluster past ``tree_cluster_max`` members splits by GaussianMixture/BIC, and
-only the touched clusters, their topics and the root are summarised again.
-``rebuild`` (the nightly job) clusters everything afresh; a new cluster takes
-the key of the old one it shares most items with, so its history continues.
-Every summary written is a new row of ``memory_tree_versions``; a summary
-corrected by hand is kept by later builds.
+``update`` is incremental (memory/tree/grow.py): it reads only the items written
+since the last update (the ids the write path queued) and the touched branch. A
+new leaf joins its nearest cluster through the clusters' stored centroids (and
+the second nearest when within ``tree_soft_margin`` cosine: soft assignment), a
+cluster past ``tree_cluster_max`` leaves splits by GaussianMixture/BIC, and only
+the touched clusters, their topics and the root are summarised again — in the
+background, off the reply's path. ``rebuild`` (the nightly job) clusters
+everything afresh; a new cluster takes the key of the old one it shares most
+items with, so its history continues. Every summary written is a new row of
+``memory_tree_versions``; a summary corrected by hand is kept by later builds.
 """
 
 from __future__ import annotations
@@ -24,21 +26,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from sqlalchemy import delete, select
 
 from gateway.clock import local_day
 from gateway.config import MemoryConfig
 from gateway.store import Store
 from gateway.zones import PersonZones
+from memory.embed import from_blob, to_blob
 from memory.models import MemoryItem
 from memory.repo.vectors import stored_vectors
 from memory.tree import build as tb
+from memory.tree import grow
 from memory.tree.models import TreeNode, TreeNodeVersion
 from memory.types import ItemStatus, ItemType
 from memory.utility import UtilityModel
@@ -68,6 +74,7 @@ class NodeView:
     first_at: datetime | None
     last_at: datetime | None
     speakers: set[str] = field(default_factory=set)
+    vector: NDArray[np.float32] | None = None  # see TreeNode.vector
 
 
 def _aware(at: datetime) -> datetime:
@@ -95,6 +102,7 @@ def _view(row: TreeNode) -> NodeView:
         row.first_at,
         row.last_at,
         {q.speaker for q in quotes},
+        from_blob(row.vector) if row.vector is not None else None,
     )
 
 
@@ -115,6 +123,13 @@ class MemoryTree:
         self._cache: dict[int, dict[str, NodeView]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._dirty: set[int] = set()
+        # The items written since each person's last update (what the update reads).
+        self._pending: dict[int, set[int]] = {}
+        # Seconds of the last updates (the tree bench's per-item figure).
+        self.update_seconds: deque[float] = deque(maxlen=10_000)
+        # The process's CPU seconds over each update (its threads included): on a shared
+        # machine the wall time above is mostly waiting.
+        self.update_cpu_seconds: deque[float] = deque(maxlen=10_000)
         self._task: asyncio.Task[None] | None = None
         # Whether the pack uses the tree (a bench measures the flat pack beside it).
         self.packing = True
@@ -131,12 +146,7 @@ class MemoryTree:
                 await session.scalars(select(TreeNode).where(TreeNode.person_id == person_id))
             ).all()
             found = {row.key: _view(row) for row in rows}
-        for level in (1, 2, 3):
-            for node in found.values():
-                if node.level == level:
-                    node.speakers = set().union(
-                        *(found[k].speakers for k in node.child_keys if k in found)
-                    )
+        _speakers(found, list(found.values()))
         self._cache[person_id] = found
         return found
 
@@ -202,17 +212,19 @@ class MemoryTree:
             at = _aware(said)
             quotes = tb.quotes_of(int(item_id), content, at, speaker or "")
             if kind != ItemType.EPISODE:
-                vector = tb.unit(found[item_id][0])
-                leaves.append(tb.Leaf(f"item:{item_id}", [int(item_id)], quotes, vector, speaker))
+                raw = found[item_id][0]
+                leaves.append(
+                    tb.Leaf(f"item:{item_id}", [int(item_id)], quotes, tb.unit(raw), speaker, raw)
+                )
                 continue
-            key = f"note:{conversation or 0}:{local_day(at, zone).isoformat()}:{speaker or ''}"
+            key = MemoryTree._leaf_key(kind, int(item_id), at, speaker, conversation, zone)
             ids, qs, vectors, _ = notes.setdefault(key, ([], [], [], speaker or ""))
             ids.append(int(item_id))
             qs.extend(quotes)
             vectors.append(found[item_id][0])
         for key, (ids, qs, vectors, speaker) in notes.items():
-            vector = tb.unit(np.mean(np.stack(vectors), axis=0))
-            leaves.append(tb.Leaf(key, ids, qs, vector, speaker))
+            mean = np.mean(np.stack(vectors), axis=0).astype(np.float32)
+            leaves.append(tb.Leaf(key, ids, qs, tb.unit(mean), speaker, mean))
         return leaves
 
     # -- building --------------------------------------------------------------------
@@ -228,118 +240,110 @@ class MemoryTree:
                 tb.build, leaves, self.config.tree_cluster_max, self.config.tree_topic_max
             )
             old = await self.nodes(person_id)
-            _inherit_keys(built, old)
+            tb.inherit_keys(built, {k: (n.level, set(n.item_ids)) for k, n in old.items()})
             return await self._save(person_id, built, "rebuild", replace_all=True)
 
     async def update(self, person_id: int) -> int:
-        """Place the leaves not in the tree yet; summarise only the touched branch."""
+        """Place the items queued for the person; summarise only the touched branch.
+        Reads the new items and the touched clusters' members, never the whole tree's
+        (memory/tree/grow.py); a person with no tree yet (or one built before nodes kept
+        vectors) is built whole once."""
         async with self._lock(person_id):
+            pending = sorted(self._pending.pop(person_id, set()))
             old = await self.nodes(person_id)
-            if not any(n.level == 1 for n in old.values()):
+            if not any(n.level == 1 for n in old.values()) or any(
+                n.vector is None for n in old.values() if n.level < 3
+            ):
                 leaves = await self.leaves(person_id)
                 built = await asyncio.to_thread(
                     tb.build, leaves, self.config.tree_cluster_max, self.config.tree_topic_max
                 )
+                tb.inherit_keys(built, {k: (n.level, set(n.item_ids)) for k, n in old.items()})
                 return await self._save(person_id, built, "build", replace_all=True)
-            leaves = await self.leaves(person_id)
-            placed = await asyncio.to_thread(self._place, leaves, old)
-            if placed is None:
+            if not pending:
                 return 0
-            return await self._save(person_id, placed, "update", replace_all=False)
-
-    def _place(self, leaves: list[tb.Leaf], old: dict[str, NodeView]) -> tb.Built | None:
-        by_key = {leaf.key: leaf for leaf in leaves}
-        clusters = {k: n for k, n in old.items() if n.level == 1}
-        members = {k: [c for c in n.child_keys if c in by_key] for k, n in clusters.items()}
-        touched: set[str] = set()
-        keys = [k for k in members if members[k]]
-        # Each cluster's centroid once, then kept as a running sum as leaves join
-        # (not recomputed from every member per new leaf).
-        sums = (
-            np.stack([np.sum([by_key[c].vector for c in members[k]], axis=0) for k in keys])
-            if keys
-            else np.zeros((0, 1), np.float32)
-        )
-        for key, leaf in by_key.items():
-            known = old.get(key)
-            if known is not None:
-                if set(known.item_ids) != set(leaf.item_ids):
-                    # A note that grew (a later turn of the same day): its clusters change.
-                    touched.update(known.parent_keys)
-                continue
-            if not keys:
-                continue
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)
-            centroids = (sums / np.where(norms == 0, 1, norms)).astype(np.float32)
-            for row in tb.nearest(leaf.vector, centroids, self.config.tree_soft_margin):
-                members[keys[row]].append(key)
-                sums[row] += leaf.vector
-                touched.add(keys[row])
-        if not touched:
-            return None
-        topic_of = {c: k for k, n in old.items() if n.level == 2 for c in n.child_keys}
-        topics = {k: list(n.child_keys) for k, n in old.items() if n.level == 2}
-        counter = 1 + max((int(k.split(":")[1]) for k in clusters if k[2:].isdigit()), default=0)
-        for key in sorted(touched):
-            if len(members[key]) <= self.config.tree_cluster_max:
-                continue
-            rows = tb.soft_clusters(
-                np.stack([by_key[c].vector for c in members[key]]),
+            rows = await self._rows(person_id, pending)
+            found = await stored_vectors(self.store, [int(r[0]) for r in rows])
+            zone = await self.zones.of(person_id)
+            items = [
+                grow.NewItem(
+                    self._leaf_key(kind, int(item_id), said, speaker, conversation, zone),
+                    int(item_id),
+                    found[item_id][0],
+                    speaker or "",
+                )
+                for item_id, kind, _, speaker, said, conversation in rows
+                if item_id in found
+            ]
+            if not items:
+                return 0
+            placed = await asyncio.to_thread(
+                grow.place,
+                old,
+                items,
                 self.config.tree_cluster_max,
+                self.config.tree_topic_max,
+                self.config.tree_soft_margin,
             )
-            parts = [[members[key][r] for r in part] for part in rows]
-            members[key] = parts[0]
-            for part in parts[1:]:
-                new = f"c:{counter}"
-                counter += 1
-                members[new] = part
-                touched.add(new)
-                topic = topic_of.get(key)
-                if topic is not None:
-                    topics[topic].append(new)
-                    topic_of[new] = topic
-        groups: list[tb.Group] = []
-        for key in sorted(touched):
-            group = tb.Group(
-                key,
-                1,
-                members[key],
-                sorted({i for c in members[key] for i in by_key[c].item_ids}),
+            texts = {
+                int(item_id): (content, _aware(said), speaker or "")
+                for item_id, _, content, speaker, said, _ in await self._rows(
+                    person_id, placed.read_ids(old), active_only=False
+                )
+            }
+            grown = await asyncio.to_thread(grow.summarise, placed, old, texts)
+            return await self._save(
+                person_id,
+                grown.built,
+                "update",
+                replace_all=False,
+                parents=grown.parents,
+                vectors=grown.vectors,
             )
-            tb.summarise(group, [q for c in members[key] for q in by_key[c].quotes], 3)
-            groups.append(group)
-        cluster_quotes = {g.key: g.quotes for g in groups} | {
-            k: n.quotes for k, n in clusters.items() if k not in touched
-        }
-        cluster_items = {g.key: g.item_ids for g in groups} | {
-            k: n.item_ids for k, n in clusters.items() if k not in touched
-        }
-        topic_groups = []
-        for topic in sorted({topic_of[k] for k in touched if k in topic_of}):
-            kids = topics[topic]
-            group = tb.Group(
-                topic, 2, kids, sorted({i for c in kids for i in cluster_items.get(c, [])})
-            )
-            tb.summarise(group, [q for c in kids for q in cluster_quotes.get(c, [])], 3)
-            topic_groups.append(group)
-        topic_quotes = {g.key: g.quotes for g in topic_groups} | {
-            k: n.quotes
-            for k, n in old.items()
-            if n.level == 2 and k not in topics_touched(topic_groups)
-        }
-        root_old = old.get("root")
-        kids = root_old.child_keys if root_old else sorted(topics)
-        every = sorted(
-            {i for t in kids for c in topics.get(t, []) for i in cluster_items.get(c, [])}
+
+    async def _rows(
+        self, person_id: int, ids: Sequence[int], *, active_only: bool = True
+    ) -> list[Any]:
+        """The leaves' columns of these items (of this person), in date order."""
+        kinds = [MemoryItem.type != ItemType.EPISODE]
+        out: list[Any] = []
+        async with self.store.reader() as session:
+            for start in range(0, len(ids), 5000):
+                out.extend(
+                    (
+                        await session.execute(
+                            select(
+                                MemoryItem.id,
+                                MemoryItem.type,
+                                MemoryItem.content,
+                                MemoryItem.speaker,
+                                MemoryItem.occurred_at,
+                                MemoryItem.conversation_id,
+                            ).where(
+                                MemoryItem.person_id == person_id,
+                                MemoryItem.id.in_(list(ids[start : start + 5000])),
+                                *((MemoryItem.status == ItemStatus.ACTIVE,) if active_only else ()),
+                                *(() if self.config.tree_episode_notes else kinds),
+                            )
+                        )
+                    ).all()
+                )
+        return sorted(out, key=lambda r: (_aware(r[4]), r[0]))
+
+    @staticmethod
+    def _leaf_key(
+        kind: ItemType,
+        item_id: int,
+        said: datetime,
+        speaker: str | None,
+        conversation: int | None,
+        zone: tzinfo,
+    ) -> str:
+        if kind != ItemType.EPISODE:
+            return f"item:{item_id}"
+        return (
+            f"note:{conversation or 0}:{local_day(_aware(said), zone).isoformat()}:{speaker or ''}"
         )
-        root = tb.Group("root", 3, kids, every)
-        tb.summarise(
-            root, [q for t in kids for q in topic_quotes.get(t, [])], min(5, max(2, len(kids)))
-        )
-        new_leaves = [
-            leaf for key, leaf in by_key.items() if any(key in members[c] for c in touched)
-        ]
-        return tb.Built(new_leaves, groups, topic_groups, root)
 
     async def _abstract(self, quotes: Sequence[tb.Quote]) -> tuple[str, str] | None:
         utility = self._utility()
@@ -356,41 +360,27 @@ class MemoryTree:
         return summary.strip(), utility.name
 
     async def _save(
-        self, person_id: int, built: tb.Built, reason: str, *, replace_all: bool
+        self,
+        person_id: int,
+        built: tb.Built,
+        reason: str,
+        *,
+        replace_all: bool,
+        parents: dict[str, list[str]] | None = None,
+        vectors: dict[str, NDArray[np.float32]] | None = None,
     ) -> int:
+        """Write the built nodes (all of them with ``replace_all``, else only these, with
+        the ``parents`` the update worked out) and a version for each changed summary."""
         now = datetime.now(UTC)
-        parents: dict[str, list[str]] = {}
-        for group in [*built.clusters, *built.topics, built.root]:
-            for child in group.child_keys:
-                parents.setdefault(child, []).append(group.key)
-        specs: list[
-            tuple[str, int, list[str], list[int], list[tb.Quote], datetime | None, datetime | None]
-        ] = []
-        for leaf in built.leaves:
-            specs.append(
-                (
-                    leaf.key,
-                    0,
-                    [],
-                    leaf.item_ids,
-                    tb.key_quote(leaf.quotes),
-                    leaf.first_at,
-                    leaf.last_at,
-                )
-            )
-        for group in [*built.clusters, *built.topics, built.root]:
-            ats = [q.at for q in group.quotes]
-            specs.append(
-                (
-                    group.key,
-                    group.level,
-                    group.child_keys,
-                    group.item_ids,
-                    group.quotes,
-                    min(ats, default=None),
-                    max(ats, default=None),
-                )
-            )
+        if parents is None:
+            parents = {}
+            for group in [*built.clusters, *built.topics, built.root]:
+                for child in group.child_keys:
+                    parents.setdefault(child, []).append(group.key)
+        if vectors is None:
+            vectors = await asyncio.to_thread(built.vectors)
+        # A leaf's line is a TF-IDF pick: a rebuild makes one per leaf, in a worker thread.
+        specs = await asyncio.to_thread(_specs, built)
         written = 0
         # The utility model writes abstractive summaries in the nightly rebuild only, and
         # only for nodes whose members' quotes changed (the cost is bounded by what
@@ -414,11 +404,16 @@ class MemoryTree:
                 abstract = await self._abstract(quotes)
                 if abstract is not None:
                     abstracts[key] = abstract
+        keys = [spec[0] for spec in specs]
+        views: dict[str, NodeView] = {}
         async with self.store.session() as session:
+            query = select(TreeNode).where(TreeNode.person_id == person_id)
             existing = {
                 row.key: row
                 for row in (
-                    await session.scalars(select(TreeNode).where(TreeNode.person_id == person_id))
+                    await session.scalars(
+                        query if replace_all else query.where(TreeNode.key.in_(keys))
+                    )
                 ).all()
             }
             for key, level, children, items, quotes, first, last in specs:
@@ -440,6 +435,8 @@ class MemoryTree:
                 )
                 row.child_keys = children
                 row.first_at, row.last_at = first, last
+                vector = vectors.get(key)
+                row.vector = to_blob(vector) if vector is not None else None
                 changed = (
                     row.summary != summary
                     or row.model != model
@@ -467,12 +464,20 @@ class MemoryTree:
                         )
                     )
                     written += 1
+                views[key] = _view(row)
             if replace_all and existing:
                 # Gone from the tree (their versions stay, for the record).
                 await session.execute(
                     delete(TreeNode).where(TreeNode.id.in_([r.id for r in existing.values()]))
                 )
-        self._cache.pop(person_id, None)
+        cached = self._cache.get(person_id)
+        if replace_all or cached is None:
+            self._cache.pop(person_id, None)
+        else:
+            # The cached tree takes the written nodes in place: the next pack does not
+            # read the whole tree again after every update.
+            cached.update(views)
+            _speakers(cached, [views[k] for k in keys if views[k].level > 0])
         return written
 
     async def correct(self, person_id: int, key: str, summary: str) -> int:
@@ -505,9 +510,12 @@ class MemoryTree:
 
     # -- off the reply's path ----------------------------------------------------------
 
-    def schedule(self, people: Iterable[int]) -> None:
-        """Queue the people's incremental updates (one worker, coalesced per person)."""
-        self._dirty.update(people)
+    def schedule(self, written: Mapping[int, Iterable[int]]) -> None:
+        """Queue the incremental updates for these items, by person (one worker in the
+        background, coalesced per person; the reply never waits for it)."""
+        for person_id, ids in written.items():
+            self._pending.setdefault(person_id, set()).update(ids)
+            self._dirty.add(person_id)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
@@ -515,9 +523,11 @@ class MemoryTree:
         while self._dirty:
             person_id = min(self._dirty)
             self._dirty.discard(person_id)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             try:
                 await self.update(person_id)
+                self.update_seconds.append(time.perf_counter() - started)
+                self.update_cpu_seconds.append(time.process_time() - cpu)
             except Exception:  # the next write schedules it again; the reply never waits
                 log.exception("tree: update of person %d failed", person_id)
             log.debug("tree: person %d updated in %.3fs", person_id, time.perf_counter() - started)
@@ -530,41 +540,44 @@ class MemoryTree:
 
     async def aclose(self) -> None:
         self._dirty.clear()
+        self._pending.clear()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
 
-def topics_touched(groups: Sequence[tb.Group]) -> set[str]:
-    return {g.key for g in groups}
+Spec = tuple[str, int, list[str], list[int], list[tb.Quote], datetime | None, datetime | None]
 
 
-def _inherit_keys(built: tb.Built, old: dict[str, NodeView]) -> None:
-    """A rebuilt cluster or topic takes the key of the old node it shares most items
-    with (Jaccard ≥ 0.5), so its version history continues; the others get fresh keys."""
-    for level, groups in ((1, built.clusters), (2, built.topics)):
-        prefix = "c" if level == 1 else "t"
-        olds = {k: set(n.item_ids) for k, n in old.items() if n.level == level}
-        taken: set[str] = set()
-        renamed: dict[str, str] = {}
-        fresh = 1 + max((int(k[2:]) for k in olds if k[2:].isdigit()), default=-1)
-        for group in groups:
-            mine = set(group.item_ids)
-            best, score = None, 0.5
-            for key, items in olds.items():
-                if key in taken or not items:
-                    continue
-                jaccard = len(mine & items) / len(mine | items)
-                if jaccard >= score:
-                    best, score = key, jaccard
-            if best is None:
-                best = f"{prefix}:{fresh}"
-                fresh += 1
-            taken.add(best)
-            renamed[group.key] = best
-        for group in groups:
-            group.key = renamed[group.key]
-        parents = built.topics if level == 1 else [built.root]
-        for parent in parents:
-            parent.child_keys = [renamed.get(k, k) for k in parent.child_keys]
+def _specs(built: tb.Built) -> list[Spec]:
+    """Each node to write: key, level, children, items, quotes, first and last date."""
+    specs: list[Spec] = []
+    for leaf in built.leaves:
+        specs.append(
+            (leaf.key, 0, [], leaf.item_ids, tb.key_quote(leaf.quotes), leaf.first_at, leaf.last_at)
+        )
+    for group in [*built.clusters, *built.topics, built.root]:
+        ats = [q.at for q in group.quotes]
+        specs.append(
+            (
+                group.key,
+                group.level,
+                group.child_keys,
+                group.item_ids,
+                group.quotes,
+                min(ats, default=None),
+                max(ats, default=None),
+            )
+        )
+    return specs
+
+
+def _speakers(nodes: dict[str, NodeView], groups: Sequence[NodeView]) -> None:
+    """A group's speakers are its children's, level by level from the clusters up."""
+    for level in (1, 2, 3):
+        for node in groups:
+            if node.level == level:
+                node.speakers = set().union(
+                    *(nodes[k].speakers for k in node.child_keys if k in nodes)
+                )
