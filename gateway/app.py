@@ -364,6 +364,7 @@ async def _warm_up(
             zones=gateway.zones,
             # The local judge compares replies with the exemplars in the same vectors.
             embedder=memory.embedder if memory is not None else None,
+            embed_queue=memory.embed_queue if memory is not None else None,
             budget=app[COSTS].state,
         )
         # Lessons from corrections (issue 22): in every prompt's cached prefix, learned after.

@@ -264,6 +264,12 @@ class ServiceState:
     def dense(self) -> bool:
         return self.embedder is not None
 
+    @property
+    def embed_queue(self) -> EmbedQueue | None:
+        """The queue the memory's own texts are embedded through, for other after-turn
+        work that wants the same model's vectors (the local judge's reply)."""
+        return self._embeds
+
     def dense_for(self, person_id: int) -> bool:
         """Whether the person's packs search by vector now (not while theirs are redone)."""
         return self.embedder is not None and person_id not in self._reembedding
