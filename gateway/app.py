@@ -421,6 +421,7 @@ async def _warm_up(
             zones=gateway.zones,
             # The local judge compares replies with the exemplars in the same vectors.
             embedder=memory.embedder if memory is not None else None,
+            embed_queue=memory.embed_queue if memory is not None else None,
             budget=app[COSTS].state,
         )
         if gateway.cluster is not None:

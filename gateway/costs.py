@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -243,19 +244,9 @@ class CostMeter:
 
     async def _write_cost(self, row: dict[str, Any]) -> None:
         try:
-            dialect = sqlite if self.store.is_sqlite else postgresql
-            inserted = dialect.insert(TurnCost).values(**row)
-            # A retried turn (the person's "retry" of a failed one) keeps its id: its
-            # second attempt's spend adds to the first's, which was spent too.
-            added = {
-                key: getattr(TurnCost, key) + getattr(inserted.excluded, key) for key in _SUMMED
-            }
-            statement = inserted.on_conflict_do_update(
-                index_elements=["turn_id"],
-                set_={**added, "model": inserted.excluded.model, "mode": inserted.excluded.mode},
-            )
+            statement = _upsert_cost(self.store.is_sqlite)
             # Plain Core in the store's writer: one hop a turn (issue 28, "CPU per turn").
-            await self.store.write(lambda connection: connection.execute(statement))
+            await self.store.write(lambda connection: connection.execute(statement, row))
         except AgentGWError:
             log.exception("budget: could not store the cost of turn %s", row["turn_id"])
 
@@ -404,4 +395,19 @@ async def cost_summary(
         embed_calls=int(means[0]),
         pack_ms=float(means[1]),
         db_ms=float(means[2]),
+    )
+
+
+@functools.cache
+def _upsert_cost(is_sqlite: bool) -> Any:
+    """The cost row's insert, built once (building it cost ~0.5 ms of the loop's CPU a
+    turn); the row's values are the execution's parameters."""
+    dialect = sqlite if is_sqlite else postgresql
+    inserted = dialect.insert(TurnCost)
+    # A retried turn (the person's "retry" of a failed one) keeps its id: its
+    # second attempt's spend adds to the first's, which was spent too.
+    added = {key: getattr(TurnCost, key) + getattr(inserted.excluded, key) for key in _SUMMED}
+    return inserted.on_conflict_do_update(
+        index_elements=["turn_id"],
+        set_={**added, "model": inserted.excluded.model, "mode": inserted.excluded.mode},
     )

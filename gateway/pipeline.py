@@ -23,8 +23,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.brains.base import Brain, BrainRequest, Completion, TextDelta
-from gateway.errors import AgentGWError, BrainError, BrainInterrupted, BrainTimeout, EmptyReply
+from gateway.answer_stream import publish_delta, stream_answer
+from gateway.brains.base import Brain, BrainRequest, Completion
+from gateway.errors import AgentGWError, BrainError, BrainTimeout, EmptyReply
 from gateway.events import (
     LogIds,
     PackSize,
@@ -477,14 +478,7 @@ class TurnPipeline:
         )
 
     async def _publish_delta(self, inbound: StoredInbound, text: str) -> None:
-        await self.hub.publish(
-            TurnEvent(
-                TurnEventKind.DELTA,
-                inbound.address.conversation_id,
-                inbound.message_id,
-                text=text,
-            )
-        )
+        await publish_delta(self.hub, inbound, text)
 
     async def _stream(
         self,
@@ -495,77 +489,27 @@ class TurnPipeline:
         *,
         first_round: bool = True,
     ) -> Completion:
-        """The brain's answer, its deltas published and collected in ``streamed``.
+        """One round of the brain's answer (``gateway/answer_stream.py``)."""
 
-        The first-token deadline and the WAITING notices belong to the first round: a
-        round after tool calls follows the "looked up …" lines the person already saw.
-        """
-        first_token = asyncio.Event()
-        if not first_round:
-            first_token.set()  # no deadline, no notices, no first-token stage
-        notices = asyncio.create_task(
-            self._notify_waiting(inbound, first_token), name=f"turn-{inbound.turn_id}-waiting"
+        def first_token() -> None:
+            self._emit(
+                inbound,
+                StageKind.END,
+                StagePhase.BRAIN_FIRST_TOKEN,
+                duration_s=time.perf_counter() - brain_start,
+            )
+
+        return await stream_answer(
+            self.brain,
+            self.hub,
+            inbound,
+            request,
+            streamed,
+            first_token_timeout_s=self.settings.first_token_timeout_s,
+            waiting_notice_s=self.settings.waiting_notice_s,
+            on_first_token=first_token,
+            first_round=first_round,
         )
-        limit = self.settings.first_token_timeout_s if first_round else 0.0
-        try:
-            async with asyncio.timeout(limit or None) as first:
-                async for event in self.brain.stream(request):
-                    if isinstance(event, TextDelta):
-                        if not event.text:
-                            continue
-                        if not first_token.is_set():
-                            first.reschedule(None)
-                            first_token.set()
-                            self._emit(
-                                inbound,
-                                StageKind.END,
-                                StagePhase.BRAIN_FIRST_TOKEN,
-                                duration_s=time.perf_counter() - brain_start,
-                            )
-                            # A notice being sent right now goes out before the delta.
-                            await asyncio.wait([notices])
-                        streamed.append(event.text)
-                        await self.hub.publish(
-                            TurnEvent(
-                                TurnEventKind.DELTA,
-                                inbound.address.conversation_id,
-                                inbound.message_id,
-                                text=event.text,
-                            )
-                        )
-                    else:
-                        return event
-        except TimeoutError:
-            if first.expired():
-                raise BrainTimeout(
-                    f"{self.brain.name}: no first token within {limit:g} s"
-                ) from None
-            raise
-        finally:
-            first_token.set()
-            await _end_notices(notices)
-        raise BrainInterrupted(f"{self.brain.name}: the answer stream ended early")
-
-    async def _notify_waiting(self, inbound: StoredInbound, first_token: asyncio.Event) -> None:
-        """A WAITING event every ``waiting_notice_s`` until the first token comes."""
-        every = self.settings.waiting_notice_s
-        if every <= 0:
-            return
-        started = time.monotonic()
-        while True:
-            try:
-                await asyncio.wait_for(first_token.wait(), every)
-            except TimeoutError:
-                await self.hub.publish(
-                    TurnEvent(
-                        TurnEventKind.WAITING,
-                        inbound.address.conversation_id,
-                        inbound.message_id,
-                        waited_s=round(time.monotonic() - started, 1),
-                    )
-                )
-            else:
-                return
 
     async def _fail(
         self,
@@ -605,15 +549,6 @@ class TurnPipeline:
             )
         )
         return TurnOutcome(request, error_code=error.code)
-
-
-async def _end_notices(notices: asyncio.Task[None]) -> None:
-    """Stop a turn's WAITING notices; one that failed is logged, not the turn's failure."""
-    if not notices.done():
-        notices.cancel()
-    await asyncio.wait([notices])
-    if not notices.cancelled() and notices.exception() is not None:
-        log.warning("waiting notice failed: %r", notices.exception())
 
 
 def user_message(error: AgentGWError) -> str:

@@ -269,18 +269,17 @@ class Recall(Writes):
         embedder, n = self.embedder, self.config.candidates
         if embedder is None or not dense:
             return None, []
-        # ONNX Runtime takes concurrent calls, so a query needs no queue: embedding and
-        # search go as one call to a worker thread, with no hop back to the loop between.
-        if getattr(embedder, "query_runtime", "") == "onnx":
-
-            def embed_and_search() -> tuple[NDArray[np.float32], list[tuple[int, float]]]:
-                embedding = time.perf_counter()
-                vector = embedder.embed([searched])[0]
-                charge_embedding(1, time.perf_counter() - embedding)
-                timings["embed_ms"] = (time.perf_counter() - started) * 1000
-                return vector, index.search(vector, n) if index is not None else []
-
-            return await asyncio.to_thread(embed_and_search)
+        queries = self._query_embeds
+        if queries is not None and getattr(embedder, "query_runtime", "") == "onnx":
+            # ONNX Runtime takes concurrent calls: the queries' own queue, beside the
+            # memory's, so that queries of concurrent turns share one model call.
+            embedding = time.perf_counter()
+            vector = (await queries.embed([searched]))[0]
+            charge_embedding(1, time.perf_counter() - embedding)
+            timings["embed_ms"] = (time.perf_counter() - started) * 1000
+            if index is None:
+                return vector, []
+            return vector, await asyncio.to_thread(index.search, vector, n)
         vectors = await self._embed([searched])
         timings["embed_ms"] = (time.perf_counter() - started) * 1000
         if vectors is None:

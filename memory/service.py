@@ -120,6 +120,8 @@ class MemoryService(Upkeep):
                 await task
         if self._embeds is not None:
             await self._embeds.aclose()
+        if self._query_embeds is not None:
+            await self._query_embeds.aclose()
         await self.save_indexes()
         await self._evictions.aclose()
         self._indexes.clear()

@@ -39,6 +39,9 @@ from memory.utility import UtilityModel
 # A change to which items are searchable, told to a cluster's other gateways (memory/feed.py).
 ChangeOp = Literal["add", "restore", "drop", "unindex"]
 Publish = Callable[[ChangeOp, int, Sequence[int]], Awaitable[None]]
+# The most queries one model call takes (more wait for the next): a query in a
+# batch waits for the batch's longest text, so it stays small.
+QUERY_BATCH = 8
 
 # How far before/after an event "before the trip" looks.
 ANCHOR_SPAN = timedelta(days=30)
@@ -242,6 +245,13 @@ class ServiceState:
         self._speakers: dict[int, set[str]] = {}
         # Concurrent turns' small embedding requests share one model call.
         self._embeds = EmbedQueue(embedder) if embedder is not None else None
+        # The packs' queries have their own queue: concurrent turns' queries share a
+        # model call (a text alone cost ~9 ms of CPU, ~5-6 ms in a batch; issue 28),
+        # and a query never waits behind the memory's larger batches (ONNX Runtime
+        # runs both at once).
+        self._query_embeds = (
+            EmbedQueue(embedder, max_batch=QUERY_BATCH) if embedder is not None else None
+        )
         # People whose full-text search needs the joined query (a small share of the store).
         self._lexical_joined: set[int] = set()
         # Each person's in-memory BM25 index (see memory/lexical.py), built in the
@@ -272,6 +282,12 @@ class ServiceState:
     @property
     def dense(self) -> bool:
         return self.embedder is not None
+
+    @property
+    def embed_queue(self) -> EmbedQueue | None:
+        """The queue the memory's own texts are embedded through, for other after-turn
+        work that wants the same model's vectors (the local judge's reply)."""
+        return self._embeds
 
     def dense_for(self, person_id: int) -> bool:
         """Whether the person's packs search by vector now (not while theirs are redone)."""

@@ -58,6 +58,13 @@ class TextEmbedder(Protocol):
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
 
 
+class QueuedEmbedder(Protocol):
+    """The same vectors from the loop: requests of concurrent callers share one model
+    call (memory's ``EmbedQueue``), which costs less CPU a text than a call alone."""
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
 @dataclass(frozen=True)
 class Scores:
     voice: float

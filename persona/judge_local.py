@@ -23,6 +23,7 @@ from persona.features import measure, trait_distance
 from persona.judge import (
     JudgeInput,
     Judgement,
+    QueuedEmbedder,
     Scores,
     TextEmbedder,
 )
@@ -146,9 +147,18 @@ def score_locally(item: JudgeInput, contrast: float | None) -> tuple[Scores, dic
 class LocalJudge:
     """Scores replies with no model: embeddings of the exemplars and measurable features."""
 
-    def __init__(self, embedder: TextEmbedder | None, exemplars: Exemplars) -> None:
+    def __init__(
+        self,
+        embedder: TextEmbedder | None,
+        exemplars: Exemplars,
+        queued: QueuedEmbedder | None = None,
+    ) -> None:
         self.embedder = embedder
         self.exemplars = exemplars
+        # The reply's vector through the memory's queue when there is one: it then
+        # shares a model call with the turn's memory texts and other turns' (a text
+        # alone cost ~9 ms of CPU, ~6 ms in a shared batch; issue 28).
+        self.queued = queued
         self._vectors: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
         self._lock = asyncio.Lock()
 
@@ -169,9 +179,7 @@ class LocalJudge:
         vectors: tuple[NDArray[np.float32], NDArray[np.float32]],
         reply: str,
     ) -> float:
-        pos, neg = vectors
-        vector = embedder.embed([reply])[0]
-        return _top_mean(pos @ vector) - _top_mean(neg @ vector)
+        return _contrast_of(vectors, embedder.embed([reply])[0])
 
     async def judge(self, item: JudgeInput) -> Judgement:
         start = time.perf_counter()
@@ -185,7 +193,12 @@ class LocalJudge:
                     if vectors is None:
                         vectors = await asyncio.to_thread(self._embed_exemplars, embedder)
                         self._vectors = vectors
-                contrast = await asyncio.to_thread(self._contrast, embedder, vectors, item.reply)
+                if self.queued is not None:
+                    contrast = _contrast_of(vectors, (await self.queued.embed([item.reply]))[0])
+                else:
+                    contrast = await asyncio.to_thread(
+                        self._contrast, embedder, vectors, item.reply
+                    )
             except AgentGWError as exc:  # the embedder maps its failures into our tree
                 failure = f"embedding failed ({exc.code}): voice from features only"
         scores, detail = score_locally(item, contrast)
@@ -198,6 +211,14 @@ class LocalJudge:
             latency_ms=(time.perf_counter() - start) * 1000,
             detail=detail,
         )
+
+
+def _contrast_of(
+    vectors: tuple[NDArray[np.float32], NDArray[np.float32]], vector: NDArray[np.float32]
+) -> float:
+    """How much nearer the reply is to the in-voice exemplars than to the off-voice ones."""
+    pos, neg = vectors
+    return _top_mean(pos @ vector) - _top_mean(neg @ vector)
 
 
 def _top_mean(similarities: NDArray[np.float32], k: int = 3) -> float:

@@ -59,6 +59,7 @@ from persona.budgeted import BudgetedJudge, BudgetedObserver, BudgetedReflector
 from persona.judge import (
     Judge,
     JudgeInput,
+    QueuedEmbedder,
     SyncPolicy,
     SyncScorer,
     TextEmbedder,
@@ -492,7 +493,11 @@ class ObserveStage:
 
 
 def choose_judge(
-    config: Config, brain: Brain, embedder: TextEmbedder | None, policy: SyncPolicy
+    config: Config,
+    brain: Brain,
+    embedder: TextEmbedder | None,
+    policy: SyncPolicy,
+    queued: QueuedEmbedder | None = None,
 ) -> Judge:
     kind = config.persona.judge
     if kind == "auto":
@@ -505,7 +510,7 @@ def choose_judge(
             input_usd_per_mtok=config.persona.utility_input_usd_per_mtok,
             output_usd_per_mtok=config.persona.utility_output_usd_per_mtok,
         )
-    return LocalJudge(embedder, load_exemplars(config.persona.exemplars_file))
+    return LocalJudge(embedder, load_exemplars(config.persona.exemplars_file), queued)
 
 
 def choose_observer(
@@ -535,6 +540,7 @@ def build_persona_loop(
     *,
     persona_text: str,
     embedder: TextEmbedder | None = None,
+    embed_queue: QueuedEmbedder | None = None,
     sink: ObservationSink | None = None,
     judge: Judge | None = None,
     zones: PersonZones | None = None,
@@ -553,12 +559,16 @@ def build_persona_loop(
     zones = zones if zones is not None else PersonZones(store, config.zone)
     log_ = ObservationLog(store, sink, zones=zones)
     sync_policy = SyncPolicy.from_config(persona)
-    the_judge = judge if judge is not None else choose_judge(config, brain, embedder, sync_policy)
+    the_judge = (
+        judge
+        if judge is not None
+        else choose_judge(config, brain, embedder, sync_policy, embed_queue)
+    )
     if budget is not None and budget.monthly_usd > 0:
         # A tight month: the no-model judge (persona/budgeted.py).
         the_judge = BudgetedJudge(
             the_judge,
-            LocalJudge(embedder, load_exemplars(config.persona.exemplars_file)),
+            LocalJudge(embedder, load_exemplars(config.persona.exemplars_file), embed_queue),
             budget,
         )
     planner = PlannerSettings.from_config(persona)

@@ -204,6 +204,26 @@ async def test_local_judge_prefers_the_persona_voice() -> None:
     assert embedder.calls == 5
 
 
+async def test_local_judge_embeds_the_reply_through_the_queue() -> None:
+    """With the memory's queue, the reply's vector comes from it (shared with other
+    turns' texts), not from a call of its own; the scores are the same."""
+    from memory.embed import EmbedQueue
+
+    state = state_with_rules()
+    reply = "Short answer: yes. Move it to Thursday and tell Sam."
+    alone = await LocalJudge(HashEmbedder(), load_exemplars()).judge(item(reply, state))
+    embedder = HashEmbedder()
+    queue = EmbedQueue(embedder)  # type: ignore[arg-type]
+    judge = LocalJudge(embedder, load_exemplars(), queue)
+    try:
+        queued = await judge.judge(item(reply, state))
+        assert embedder.calls == 3  # the exemplars' two calls, then the queue's batch
+        assert queue.batches == 1
+        assert queued.scores == alone.scores
+    finally:
+        await queue.aclose()
+
+
 async def test_local_groundedness_checks_the_pack() -> None:
     judge = LocalJudge(None, load_exemplars())
     state = state_with_rules()

@@ -143,15 +143,16 @@ class HandoffBook:
 
     async def history(self, person_id: int, limit: int = 20) -> list[HandoffNote]:
         """The person's notes, newest first."""
-        async with self.store.reader() as session:
-            rows = await session.execute(
-                select(Handoff, Conversation.channel)
-                .outerjoin(Conversation, Conversation.id == Handoff.conversation_id)
-                .where(Handoff.person_id == person_id)
-                .order_by(Handoff.id.desc())
-                .limit(limit)
-            )
-            return [_note(row, channel) for row, channel in rows]
+        query = (
+            select(Handoff, Conversation.channel)
+            .outerjoin(Conversation, Conversation.id == Handoff.conversation_id)
+            .where(Handoff.person_id == person_id)
+            .order_by(Handoff.id.desc())
+            .limit(limit)
+        )
+        # Every turn's prompt reads this: one hop on a reader thread (issue 28).
+        rows = await self.store.read_orm(lambda session: session.execute(query).all())
+        return [_note(row, channel) for row, channel in rows]
 
     async def write(
         self,

@@ -194,10 +194,9 @@ class ProfileBook:
         return True
 
     async def latest(self, person_id: int) -> ProfileInfo | None:
-        async with self.store.reader() as session:
-            row = await session.scalar(
-                select(Profile).where(Profile.person_id == person_id).order_by(Profile.id.desc())
-            )
+        query = select(Profile).where(Profile.person_id == person_id).order_by(Profile.id.desc())
+        # Every turn's prompt reads this: one hop on a reader thread (issue 28).
+        row = await self.store.read_orm(lambda session: session.scalars(query.limit(1)).first())
         if row is None:
             return None
         lines = tuple(
