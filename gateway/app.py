@@ -16,6 +16,7 @@ from channels.webchat import WebchatChannel, WebchatLimits
 from gateway import __version__
 from gateway.brains import build_brain
 from gateway.brains.base import Brain
+from gateway.cluster_router import open_cluster_router
 from gateway.config import Config, MemoryConfig
 from gateway.context import (
     ClockStage,
@@ -175,9 +176,12 @@ def create_app(
             supervisor = TaskSupervisor()
             parts.push_async_callback(supervisor.aclose)
             telegram: TelegramChannel | None = None
-            failed = await fail_unfinished_turns(store)
-            if failed:
-                log.warning("%d turns were interrupted by the last stop; marked failed", failed)
+            if not config.store.cluster:
+                # In a cluster other processes run turns now: a turn left by a dead
+                # process is taken over when its claim expires (gateway/cluster_router.py).
+                failed = await fail_unfinished_turns(store)
+                if failed:
+                    log.warning("%d turns were interrupted by the last stop; marked failed", failed)
             await apply_config_links(store, config.links.people)
             links = LinkCodes(store, config.links)
             hub = ConversationHub()
@@ -194,14 +198,27 @@ def create_app(
                 load_persona, config.agent.persona_file, config.agent.name
             )
             # Messages are taken from now on; their turns wait for the pipeline.
-            router = Router(
-                store,
-                None,
-                hub,
-                supervisor,
-                max_running=config.server.max_running_turns,
-                max_queued=config.server.max_queued_turns,
-            )
+            router: Router
+            if config.store.cluster:
+                # Turns claimed from the store, events fanned out to every process (issue 25).
+                router = await open_cluster_router(
+                    parts,
+                    store,
+                    hub,
+                    supervisor,
+                    lease_s=config.store.lease_s,
+                    max_running=config.server.max_running_turns,
+                    max_queued=config.server.max_queued_turns,
+                )
+            else:
+                router = Router(
+                    store,
+                    None,
+                    hub,
+                    supervisor,
+                    max_running=config.server.max_running_turns,
+                    max_queued=config.server.max_queued_turns,
+                )
             webchat = WebchatChannel(
                 router,
                 hub,

@@ -51,6 +51,29 @@ class StoredInbound:
     reply_id: int | None = None
     reply_text: str | None = None
     error_code: str | None = None
+    # In a cluster: the process whose claim runs this turn (gateway/store/claims.py);
+    # its reply or failure is written only while the claim is still its own.
+    claimed_by: str | None = None
+
+
+class ClaimLost(StoreError):
+    """The turn's claim expired and another process took it: this answer is not written."""
+
+    code = "claim_lost"
+
+
+_CLAIM_HOLDER = select(Turn.claimed_by).where(Turn.id == bindparam("b_turn_id")).with_for_update()
+
+
+def hold_claim(connection: Connection, turn_id: int, owner: str | None) -> None:
+    """Inside a write: raise ``ClaimLost`` unless ``owner`` still holds the turn's claim
+    (None: no cluster, nothing to check). The row stays locked to the commit, so a
+    claim cannot change hands between this check and the write it guards."""
+    if owner is None:
+        return
+    holder = connection.execute(_CLAIM_HOLDER, {"b_turn_id": turn_id}).scalar_one_or_none()
+    if holder != owner:
+        raise ClaimLost(f"turn {turn_id} is now claimed by {holder!r}, not {owner!r}")
 
 
 async def resolve_address(
@@ -354,6 +377,7 @@ async def finish_turn(
     address = inbound.address
 
     def work(connection: Connection) -> int:
+        hold_claim(connection, inbound.turn_id, inbound.claimed_by)
         reply_id = connection.execute(
             _INSERT_MESSAGE,
             {
@@ -393,10 +417,15 @@ async def fail_turn(
     message: str,
     values: dict[str, Any] | None = None,
     partial_text: str | None = None,
+    claimed_by: str | None = None,
 ) -> None:
-    """Close the turn as failed; ``partial_text``: what its broken reply had streamed."""
+    """Close the turn as failed; ``partial_text``: what its broken reply had streamed.
+
+    ``claimed_by``: the cluster claim the failure is written under (``ClaimLost``
+    when another process holds the turn now)."""
 
     def work(connection: Connection) -> None:
+        hold_claim(connection, turn_id, claimed_by)
         _update_turn(
             connection,
             turn_id,
