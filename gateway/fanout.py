@@ -42,6 +42,7 @@ from gateway.messages import TurnEvent, TurnEventKind
 from gateway.store import Store
 from gateway.store.models import Message, Turn, TurnStatus
 from gateway.store.notify import MAX_PAYLOAD_BYTES, PgListener, asyncpg_dsn
+from gateway.store.repo import REPLIED_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,9 @@ BATCH_S = 0.05
 _TEXT_BYTES = MAX_PAYLOAD_BYTES - 600
 _SEND = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p"
 _CLOSING = (TurnEventKind.REPLY, TurnEventKind.ERROR)
+# The replied channel's payloads, marked on the one delivery queue.
+_REPLIED_MARK = "\x00replied:"
+KEPT = 10_000
 
 
 def encode(origin: str, seq: int, event: TurnEvent) -> list[str]:
@@ -125,6 +129,20 @@ def decode(payload: str) -> tuple[str, TurnEvent, bool]:
     return str(raw["o"]), event, bool(raw.get("x"))
 
 
+def replied_event(payload: str) -> tuple[str, TurnEvent]:
+    """The process that answered and the REPLY event of a ``REPLIED_CHANNEL`` payload
+    (its text empty if it was left out)."""
+    raw = json.loads(payload)
+    return str(raw["o"]), TurnEvent(
+        TurnEventKind.REPLY,
+        int(raw["c"]),
+        int(raw["m"]),
+        text=str(raw.get("t", "")),
+        reply_id=int(raw["r"]),
+        created_at=datetime.fromisoformat(raw["a"]),
+    )
+
+
 class TurnFanout:
     """This process's side of the fan-out: sends the local hub's events, delivers the others'."""
 
@@ -147,6 +165,10 @@ class TurnFanout:
         # Remote turns seen open here, whose reply or error has not come yet.
         self._open: dict[tuple[int, int], None] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # Replies delivered here (by id), turns answered (their late deltas dropped),
+        # the newest KEPT of each.
+        self._replied: dict[int, None] = {}
+        self._answered: dict[tuple[int, int], None] = {}
         self.sent = 0
         self.received = 0
 
@@ -155,6 +177,7 @@ class TurnFanout:
             self._dsn, server_settings={"application_name": "agentgw fan-out"}
         )
         await self.listener.subscribe(CHANNEL, self._received, self._heal)
+        await self.listener.subscribe(REPLIED_CHANNEL, self._received_reply)
         self._tasks = [
             asyncio.create_task(self._send_loop(), name="fanout-send"),
             asyncio.create_task(self._deliver_loop(), name="fanout-deliver"),
@@ -231,6 +254,11 @@ class TurnFanout:
     async def _received(self, payload: str) -> None:
         self._inbox.put_nowait(payload)
 
+    async def _received_reply(self, payload: str) -> None:
+        # Sent by the reply's own transaction (repo.finish_turn), by whichever process
+        # answered: on the same queue, so it keeps its place among the other events.
+        self._inbox.put_nowait(_REPLIED_MARK + payload)
+
     async def _deliver_loop(self) -> None:
         # One consumer: events reach the pages in the order they were sent.
         while True:
@@ -241,11 +269,28 @@ class TurnFanout:
                 log.exception("fan-out: could not deliver %.200s", payload)
 
     async def _deliver(self, payload: str) -> None:
-        origin, event, fetch = decode(payload)
+        if payload.startswith(_REPLIED_MARK):
+            origin, event = replied_event(payload[len(_REPLIED_MARK) :])
+            fetch = not event.text
+        else:
+            origin, event, fetch = decode(payload)
         if origin == self.origin:
             return
         self.received += 1
         key = (event.conversation_id, event.message_id)
+        if event.kind is TurnEventKind.REPLY and event.reply_id is not None:
+            # A reply comes twice (its transaction's notification, the batch's): once
+            # to the pages. A delta that comes after it is late, and dropped.
+            if event.reply_id in self._replied:
+                return
+            self._replied[event.reply_id] = None
+            self._answered[key] = None
+            while len(self._replied) > KEPT:
+                self._replied.pop(next(iter(self._replied)))
+            while len(self._answered) > KEPT:
+                self._answered.pop(next(iter(self._answered)))
+        elif event.kind is TurnEventKind.DELTA and key in self._answered:
+            return
         if event.kind in _CLOSING:
             self._open.pop(key, None)
         else:

@@ -22,6 +22,7 @@ from gateway.store.repo import (
     StoredInbound,
     fail_turn,
     finish_turn,
+    reopen_failed_turn,
     resolve_address,
     store_inbound,
 )
@@ -82,15 +83,18 @@ async def test_an_expired_claim_is_taken_over_and_the_late_reply_is_refused(
     address = await resolve_address(a, "webchat", "expiry-session")
     first, _second = await _messages(a, address, 2)
     dying = await claim_next_turn(a, address.conversation_id, "A", 0.3)
-    assert dying is not None and dying.message_id == first.message_id
+    assert dying is not None
+    assert dying.message_id == first.message_id
     assert await claim_next_turn(b, address.conversation_id, "B", 30.0) is None
     heads, now = await open_heads(b)
     assert [h.conversation_id for h in heads] == [address.conversation_id]
-    assert heads[0].claim_until is not None and heads[0].claim_until > now
+    assert heads[0].claim_until is not None
+    assert heads[0].claim_until > now
     await asyncio.sleep(0.5)
     # A stopped renewing (it died, or stalled): B takes the same turn over.
     taken = await claim_next_turn(b, address.conversation_id, "B", 30.0)
-    assert taken is not None and taken.message_id == first.message_id
+    assert taken is not None
+    assert taken.message_id == first.message_id
     assert not await renew_claim(a, dying.turn_id, "A", 30.0)
     # A wakes up and tries to answer: refused, nothing stored; its failure neither.
     with pytest.raises(ClaimLost):
@@ -109,4 +113,22 @@ async def test_an_expired_claim_is_taken_over_and_the_late_reply_is_refused(
         )
     assert replies == 1
     nxt = await claim_next_turn(a, address.conversation_id, "A", 30.0)
-    assert nxt is not None and nxt.status is TurnStatus.RECEIVED and nxt.text == "message 1"
+    assert nxt is not None
+    assert nxt.status is TurnStatus.RECEIVED
+    assert nxt.text == "message 1"
+
+
+async def test_a_failed_turn_retried_is_claimed_at_once(two: tuple[Store, Store]) -> None:
+    a, b = two
+    address = await resolve_address(a, "webchat", "retry-session")
+    (first,) = await _messages(a, address, 1)
+    claimed = await claim_next_turn(a, address.conversation_id, "A", 30.0)
+    assert claimed is not None
+    await fail_turn(a, claimed.turn_id, "brain_error", "down", claimed_by="A")
+    assert await claim_next_turn(b, address.conversation_id, "B", 30.0) is None
+    reopened = await reopen_failed_turn(b, address, first.message_id)
+    assert reopened is not None
+    # The failed run's claim (30 s to go) does not hold the retry back.
+    again = await claim_next_turn(b, address.conversation_id, "B", 30.0)
+    assert again is not None
+    assert again.message_id == first.message_id

@@ -124,7 +124,8 @@ async def test_a_turn_whose_process_is_killed_is_answered_by_another(
         turns = await _turns(url, session)
         assert len(turns) == 1
         message_id, status, reply_id, claimed_by = turns[0]
-        assert status is TurnStatus.REPLIED and claimed_by is not None
+        assert status is TurnStatus.REPLIED
+        assert claimed_by is not None
         assert int(claimed_by.split(":")[1]) == survivor.pid
         assert watcher.live_replies() == [(message_id, reply_id)]
         assert await _assistant_messages(url) == 1

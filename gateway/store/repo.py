@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from gateway.store.models import (
     TurnStatus,
     utcnow,
 )
+from gateway.store.notify import notify
 from gateway.tokens import estimate_tokens
 
 
@@ -74,6 +76,33 @@ def hold_claim(connection: Connection, turn_id: int, owner: str | None) -> None:
     holder = connection.execute(_CLAIM_HOLDER, {"b_turn_id": turn_id}).scalar_one_or_none()
     if holder != owner:
         raise ClaimLost(f"turn {turn_id} is now claimed by {holder!r}, not {owner!r}")
+
+
+# A claimed turn's reply, told to every process of the cluster when it commits
+# (gateway/fanout.py): never lost with a process that dies right after storing it.
+REPLIED_CHANNEL = "agentgw_turn_replied"
+# The reply's text rides along when it fits; else the receivers read it back.
+_REPLIED_TEXT_BYTES = 7000
+
+
+def replied_payload(
+    owner: str,
+    conversation_id: int,
+    message_id: int,
+    reply_id: int,
+    created_at: datetime,
+    text: str,
+) -> str:
+    payload: dict[str, Any] = {
+        "o": owner,
+        "c": conversation_id,
+        "m": message_id,
+        "r": reply_id,
+        "a": created_at.isoformat(),
+    }
+    if len(text.encode()) <= _REPLIED_TEXT_BYTES:
+        payload["t"] = text
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 async def resolve_address(
@@ -405,6 +434,19 @@ async def finish_turn(
             _TOUCH_CONVERSATION, {"b_conversation_id": address.conversation_id, "updated_at": now}
         )
         _write_values(connection, pending_values)
+        if inbound.claimed_by is not None:
+            notify(
+                connection,
+                REPLIED_CHANNEL,
+                replied_payload(
+                    inbound.claimed_by,
+                    address.conversation_id,
+                    inbound.message_id,
+                    int(reply_id),
+                    now,
+                    reply_text,
+                ),
+            )
         return int(reply_id)
 
     return StoredReply(await store.write(work), reply_text, now)
@@ -465,6 +507,9 @@ async def reopen_failed_turn(
                 partial_text=None,
                 started_at=None,
                 finished_at=None,
+                # A cluster claim of the failed run must not hold the retry back.
+                claimed_by=None,
+                claim_until=None,
             )
         )
         if not getattr(result, "rowcount", 0):
