@@ -39,7 +39,7 @@ from gateway.hub import ConversationHub
 from gateway.pipeline import TurnPipeline
 from gateway.router import MAX_QUEUED_TURNS, MAX_RUNNING_TURNS, Router, _Lane, _Place
 from gateway.store import Store
-from gateway.store.claims import claim_next_turn, end_claim, open_heads, renew_claim
+from gateway.store.claims import ClaimRenewer, claim_next_turn, end_claim, open_heads
 from gateway.store.notify import PgListener
 from gateway.store.repo import StoredInbound
 from gateway.supervisor import TaskSupervisor
@@ -87,6 +87,7 @@ class ClusterRouter(Router):
         self._received_perf: dict[int, float] = {}
         self.claims = 0
         self.takeovers = 0
+        self.renewer = ClaimRenewer(store.url, owner, lease_s)
 
     def start_sweeper(self) -> None:
         self.supervisor.spawn("turn-sweeper", self._sweep())
@@ -157,29 +158,16 @@ class ClusterRouter(Router):
             # Stored by another process, or taken over from one that died.
             self.takeovers += 1
             received_perf = time.perf_counter()
-        renewing = asyncio.create_task(self._renew(claimed), name=f"claim-{claimed.turn_id}")
+        self.renewer.held.add(claimed.turn_id)
         try:
             await pipeline.run(claimed, received_perf, place.release)
         finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+            self.renewer.held.discard(claimed.turn_id)
             try:
                 if await end_claim(self.store, claimed.turn_id, self.owner):
                     log.warning("turn %d ended open; marked interrupted", claimed.turn_id)
             except AgentGWError:
                 log.exception("could not end the claim on turn %d", claimed.turn_id)
-
-    async def _renew(self, claimed: StoredInbound) -> None:
-        every = self.lease_s / 3
-        while True:
-            await asyncio.sleep(every)
-            try:
-                if not await renew_claim(self.store, claimed.turn_id, self.owner, self.lease_s):
-                    # Answered meanwhile, or taken over: the reply's write checks the claim.
-                    return
-            except AgentGWError:
-                log.exception("could not renew the claim on turn %d", claimed.turn_id)
 
     async def _sweep(self) -> None:
         await self._attached.wait()
@@ -231,6 +219,8 @@ async def open_cluster_router(
     parts.push_async_callback(fanout.aclose)
     await listener.start()
     parts.push_async_callback(listener.aclose)
+    await router.renewer.start()
+    parts.push_async_callback(router.renewer.aclose)
     router.start_sweeper()
     log.info("cluster process %s: turns are claimed from the store", owner)
     return router

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gateway.store import Store
-from gateway.store.claims import claim_next_turn, open_heads, renew_claim
+from gateway.store.claims import ClaimRenewer, claim_next_turn, open_heads
 from gateway.store.models import Message, MessageRole, TurnStatus
 from gateway.store.repo import (
     Address,
@@ -84,18 +84,28 @@ async def test_an_expired_claim_is_taken_over_and_the_late_reply_is_refused(
     first, _second = await _messages(a, address, 2)
     dying = await claim_next_turn(a, address.conversation_id, "A", 0.3)
     assert dying is not None
+    # Renewed (the renewer's own connection), the claim outlives its first 0.3 s.
+    keeper = ClaimRenewer(a.url, "A", 0.6)
+    keeper.held.add(dying.turn_id)
+    assert await keeper.renew() == set()
+    await keeper.aclose()
     assert dying.message_id == first.message_id
     assert await claim_next_turn(b, address.conversation_id, "B", 30.0) is None
     heads, now = await open_heads(b)
     assert [h.conversation_id for h in heads] == [address.conversation_id]
     assert heads[0].claim_until is not None
     assert heads[0].claim_until > now
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(0.8)
     # A stopped renewing (it died, or stalled): B takes the same turn over.
     taken = await claim_next_turn(b, address.conversation_id, "B", 30.0)
     assert taken is not None
     assert taken.message_id == first.message_id
-    assert not await renew_claim(a, dying.turn_id, "A", 30.0)
+    renewer = ClaimRenewer(a.url, "A", 30.0)
+    renewer.held.add(dying.turn_id)
+    try:
+        assert await renewer.renew() == {dying.turn_id}
+    finally:
+        await renewer.aclose()
     # A wakes up and tries to answer: refused, nothing stored; its failure neither.
     with pytest.raises(ClaimLost):
         await _reply(a, dying)

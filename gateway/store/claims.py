@@ -26,14 +26,21 @@ cannot store a second answer.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, bindparam, func, select, text, update
+import asyncpg
+from sqlalchemy import Connection, bindparam, select, text, update
 
 from gateway.store.db import Store
 from gateway.store.models import Conversation, Message, Turn, TurnStatus, utcnow
+from gateway.store.notify import asyncpg_dsn
 from gateway.store.repo import Address, StoredInbound
+
+log = logging.getLogger(__name__)
 
 # The advisory lock's first key: this module's locks, apart from anyone else's.
 LOCK_SPACE = 0x61677475  # "agtu"
@@ -106,21 +113,6 @@ async def claim_next_turn(
     return await store.write(work)
 
 
-async def renew_claim(store: Store, turn_id: int, owner: str, lease_s: float) -> bool:
-    """Push the claim's end ``lease_s`` past now; False when it is no longer ``owner``'s
-    (or the turn is no longer open)."""
-
-    def work(connection: Connection) -> bool:
-        result = connection.execute(
-            update(Turn)
-            .where(Turn.id == turn_id, Turn.claimed_by == owner, Turn.status.in_(OPEN))
-            .values(claim_until=func.now() + timedelta(seconds=lease_s))
-        )
-        return bool(result.rowcount)
-
-    return await store.write(work)
-
-
 async def end_claim(store: Store, turn_id: int, owner: str) -> bool:
     """After a run: a turn the pipeline left open under ``owner``'s claim (a bug, a
     cancelled run) is closed as interrupted, so nobody runs it again unasked (a
@@ -159,3 +151,68 @@ async def open_heads(store: Store) -> tuple[list[OpenHead], datetime]:
         return [OpenHead(int(r[0]), r[1]) for r in rows], now
 
     return await store.read(work)
+
+
+_RENEW = (
+    "UPDATE turns SET claim_until = now() + make_interval(secs => $3)"
+    " WHERE id = ANY($1::int[]) AND claimed_by = $2"
+    " AND status IN ('received', 'generating') RETURNING id"
+)
+
+
+class ClaimRenewer:
+    """Renews every claim this process holds, in one statement every ``lease_s / 3``.
+
+    On a connection of its own, outside the store's pool and its write turn: a
+    process busy writing (a burst of turns, memory work) must not let its claims
+    expire while its writes wait in line. ``held`` is the set of turn ids being run.
+    """
+
+    def __init__(self, url: str, owner: str, lease_s: float) -> None:
+        self._dsn = asyncpg_dsn(url)
+        self.owner = owner
+        self.lease_s = lease_s
+        self.held: set[int] = set()
+        self._connection: asyncpg.Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.renewals = 0
+        self.lost = 0
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="claim-renewer")
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._connection is not None and not self._connection.is_closed():
+            with contextlib.suppress(OSError, asyncpg.PostgresError):
+                await self._connection.close(timeout=2)
+        self._connection = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            if self.held:
+                await self.renew()
+
+    async def renew(self) -> set[int]:
+        """Renew now; the ids whose claim is no longer this process's (taken over)."""
+        held = set(self.held)
+        try:
+            if self._connection is None or self._connection.is_closed():
+                self._connection = await asyncpg.connect(
+                    self._dsn, server_settings={"application_name": "agentgw claims"}
+                )
+            rows = await self._connection.fetch(_RENEW, list(held), self.owner, self.lease_s)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            self._connection = None
+            log.warning("could not renew %d turn claims: %s", len(held), exc)
+            return set()
+        self.renewals += 1
+        # Answered meanwhile (no longer open), or taken over: the reply's write checks.
+        lost = held - {int(row["id"]) for row in rows} - (held - self.held)
+        self.lost += len(lost)
+        return lost
