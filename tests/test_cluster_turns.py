@@ -92,6 +92,10 @@ async def test_two_pages_on_two_processes_get_one_answer_each_turn_in_order(
         assert on_a.live_replies() == expected
         assert on_b.live_replies() == expected
         assert await _assistant_messages(url) == 6
+        # The streamed deltas reach the tab on the process that did not run the turn.
+        for page in (on_a, on_b):
+            streamed = {f.body["reply_to"] for f in page.frames if f.body.get("type") == "delta"}
+            assert streamed == {message_id for message_id, _r in expected}
         for page in (on_a, on_b):
             await page.close()
 
