@@ -56,6 +56,8 @@ _CLOSING = (TurnEventKind.REPLY, TurnEventKind.ERROR)
 # The replied channel's payloads, marked on the one delivery queue.
 _REPLIED_MARK = "\x00replied:"
 KEPT = 10_000
+# How long a reply's own notification waits for the batch that carries it.
+REPLIED_GRACE_S = 10 * BATCH_S
 
 
 def encode(origin: str, seq: int, event: TurnEvent) -> list[str]:
@@ -255,9 +257,12 @@ class TurnFanout:
         self._inbox.put_nowait(payload)
 
     async def _received_reply(self, payload: str) -> None:
-        # Sent by the reply's own transaction (repo.finish_turn), by whichever process
-        # answered: on the same queue, so it keeps its place among the other events.
-        self._inbox.put_nowait(_REPLIED_MARK + payload)
+        # Sent by the reply's own transaction (repo.finish_turn) on commit, so before
+        # the batch that carries the reply's last deltas and its REPLY event: held
+        # back a moment, then queued; it counts only when that batch never came
+        # (its process died in between), so the pages see deltas, then the reply.
+        loop = asyncio.get_running_loop()
+        loop.call_later(REPLIED_GRACE_S, self._inbox.put_nowait, _REPLIED_MARK + payload)
 
     async def _deliver_loop(self) -> None:
         # One consumer: events reach the pages in the order they were sent.

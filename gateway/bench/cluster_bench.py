@@ -264,7 +264,7 @@ async def run_failover(server: str, root: Path, args: argparse.Namespace) -> dic
         killed_at = await killing if killing.done() else None
         if killed_at is None:
             killing.cancel()
-        texts = {s: [_text(s, i) for i in range(args.turns)] for s in sessions}
+        texts = {s: [_text(s, i) for i in range(sent[s])] for s in sessions}
         watched = await asyncio.gather(
             *(page.watch_until(texts[page.session], 60.0) for page in watchers),
             return_exceptions=True,
