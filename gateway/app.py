@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from importlib import resources
@@ -18,6 +17,7 @@ from gateway import __version__
 from gateway.brains import build_brain
 from gateway.brains.base import Brain
 from gateway.cluster import CLUSTER, TELEGRAM_POLLER, ClusterNode
+from gateway.cluster_router import open_cluster_router
 from gateway.config import Config, MemoryConfig
 from gateway.context import (
     ClockStage,
@@ -38,7 +38,6 @@ from gateway.runtime import GATEWAY, Gateway
 from gateway.sessions import Sessions
 from gateway.store import Store
 from gateway.store.datalock import DataDirLock, claim_database
-from gateway.store.notify import PgListener
 from gateway.store.repo import fail_unfinished_turns
 from gateway.supervisor import TaskSupervisor
 from gateway.utility_costs import MeteredBrain
@@ -199,9 +198,12 @@ def create_app(
             supervisor = TaskSupervisor()
             parts.push_async_callback(supervisor.aclose)
             telegram: TelegramChannel | None = None
-            failed = await fail_unfinished_turns(store)
-            if failed:
-                log.warning("%d turns were interrupted by the last stop; marked failed", failed)
+            if not config.store.cluster:
+                # In a cluster other processes run turns now: a turn left by a dead
+                # process is taken over when its claim expires (gateway/cluster_router.py).
+                failed = await fail_unfinished_turns(store)
+                if failed:
+                    log.warning("%d turns were interrupted by the last stop; marked failed", failed)
             await apply_config_links(store, config.links.people)
             links = LinkCodes(store, config.links)
             hub = ConversationHub()
@@ -221,14 +223,29 @@ def create_app(
                 load_persona, config.agent.persona_file, config.agent.name
             )
             # Messages are taken from now on; their turns wait for the pipeline.
-            router = Router(
-                store,
-                None,
-                hub,
-                supervisor,
-                max_running=config.server.max_running_turns,
-                max_queued=config.server.max_queued_turns,
-            )
+            router: Router
+            if cluster is not None:
+                # Turns claimed from the store, events fanned out to every process (issue 25).
+                router = await open_cluster_router(
+                    parts,
+                    store,
+                    hub,
+                    supervisor,
+                    lease_s=config.store.lease_s,
+                    max_running=config.server.max_running_turns,
+                    max_queued=config.server.max_queued_turns,
+                    owner=cluster.member_id,
+                    listener=cluster.listener,
+                )
+            else:
+                router = Router(
+                    store,
+                    None,
+                    hub,
+                    supervisor,
+                    max_running=config.server.max_running_turns,
+                    max_queued=config.server.max_queued_turns,
+                )
             webchat = WebchatChannel(
                 router,
                 hub,
@@ -374,13 +391,10 @@ async def _warm_up(
                 # The weekly job's categories, summaries and insights come from the
                 # utility model when there is one (memory/utility.py); extractive without.
                 service.utility = BrainUtility(gateway.brain, gateway.brain.name)
-            if config.store.cluster:
+            if gateway.cluster is not None:
                 # Each gateway keeps its own indexes; the other gateways' changes
                 # reach them through the store's notifications (memory/feed.py).
-                listener = PgListener(store.url, name=f"agentgw index feed pid {os.getpid()}")
-                await listener.start()
-                warmed.push_async_callback(listener.aclose)
-                feed = IndexFeed(service, listener)
+                feed = IndexFeed(service, gateway.cluster.listener)
                 await feed.start()
                 warmed.push_async_callback(feed.aclose)
             memory_pack = MemoryPackStage(

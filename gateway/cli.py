@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.bench import continuity_bench, tree_args, trust_args
+from gateway.bench import cluster_bench, continuity_bench, tree_args, trust_args
 from gateway.config import Config, ServerConfig, VoiceConfig, load_config
 from gateway.errors import AgentGWError, ConfigError
 
@@ -456,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     trust_args.add_parser(bench_sub)
     continuity_bench.add_parser(bench_sub)
     tree_args.add_parser(bench_sub)
+    cluster_bench.add_parser(bench_sub)
     bench.set_defaults(func=cmd_bench)
     from gateway.bench.upkeep_bench import add_parser as add_upkeep_bench
 

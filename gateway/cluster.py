@@ -29,7 +29,7 @@ from gateway.errors import StoreError
 from gateway.store import Store
 from gateway.store.leases import Leases, Singleton, describe, leases
 from gateway.store.members import heartbeat, join, leave, live_members, new_member_id
-from gateway.store.notify import asyncpg_dsn
+from gateway.store.notify import PgListener, asyncpg_dsn
 from gateway.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,9 @@ class ClusterNode:
         self._runners: list[asyncio.Task[Any]] = []
         self.beats = 0
         self.joined = False
+        # The process's one LISTEN connection: turn fan-out (gateway/fanout.py) and the
+        # memory indexes' change feed (memory/feed.py) subscribe to it.
+        self.listener = PgListener(store.url, name=f"agentgw {self.member_id}")
 
     async def start(self) -> None:
         """Join (the check for transaction pooling first), then beat in the background."""
@@ -116,6 +119,7 @@ class ClusterNode:
         await join(self.store, self.member_id, listen=self.listen, version=self.version)
         self.joined = True
         self._tasks.spawn("cluster-heartbeat", self._beat())
+        await self.listener.start()
         log.info("cluster: joined as %s", self.member_id)
 
     def singleton(
@@ -168,6 +172,7 @@ class ClusterNode:
     async def aclose(self) -> None:
         """Stop the singletons (each gives its lease back), then leave the cluster."""
         await self._tasks.aclose()
+        await self.listener.aclose()
         if self.joined:
             self.joined = False
             try:

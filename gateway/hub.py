@@ -33,6 +33,9 @@ class ConversationHub:
         self._subscribers: dict[int, set[Subscriber]] = defaultdict(set)
         self._in_flight: dict[int, InFlight] = {}
         self._stage_subscribers: list[StageSubscriber] = []
+        # In a cluster (gateway/fanout.py): hands each event published here to the
+        # other processes, whose pages of the conversation get it too.
+        self.relay: Callable[[TurnEvent], None] | None = None
 
     def subscribe_stages(self, subscriber: StageSubscriber) -> Callable[[], None]:
         """Receive every turn's stage events; returns the function that removes it."""
@@ -69,6 +72,12 @@ class ConversationHub:
         return self._in_flight.get(conversation_id)
 
     async def publish(self, event: TurnEvent) -> None:
+        if self.relay is not None:
+            self.relay(event)
+        await self.deliver(event)
+
+    async def deliver(self, event: TurnEvent) -> None:
+        """To this process's subscribers only (an event relayed from another process)."""
         if event.kind is TurnEventKind.DELTA:
             flight = self._in_flight.get(event.conversation_id)
             if flight is None or flight.message_id != event.message_id:

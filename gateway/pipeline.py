@@ -46,7 +46,14 @@ from gateway.prompt import (
     TurnOutcome,
 )
 from gateway.store import MessageRole, Store
-from gateway.store.repo import StoredInbound, fail_turn, finish_turn, record_turn_values, start_turn
+from gateway.store.repo import (
+    ClaimLost,
+    StoredInbound,
+    fail_turn,
+    finish_turn,
+    record_turn_values,
+    start_turn,
+)
 from gateway.tools import Toolbox, ToolRecord, tool_loop
 from gateway.usage import metering
 
@@ -519,6 +526,11 @@ class TurnPipeline:
         values: dict[str, object],
         streamed: list[str],
     ) -> TurnOutcome:
+        if isinstance(error, ClaimLost):
+            # A cluster process took the turn over (its claim had expired): that one
+            # answers it and tells the pages; this answer is dropped, not a failure.
+            log.warning("turn %d: %s", inbound.turn_id, error)
+            return TurnOutcome(request, error_code=error.code)
         if isinstance(error, BrainError):
             log.warning("turn %d failed: %s (%s)", inbound.turn_id, error.code, error)
         else:
@@ -534,7 +546,11 @@ class TurnPipeline:
                 str(error),
                 values,
                 partial_text=partial or None,
+                claimed_by=inbound.claimed_by,
             )
+        except ClaimLost as lost:
+            log.warning("turn %d: %s", inbound.turn_id, lost)
+            return TurnOutcome(request, error_code=lost.code)
         except AgentGWError:
             # The message itself is stored; on restart this turn shows as interrupted.
             log.exception("could not record the failure of turn %d", inbound.turn_id)

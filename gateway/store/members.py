@@ -74,8 +74,10 @@ class Member:
 
 
 def new_member_id() -> str:
-    """host:pid:random — a restarted process (same host, maybe the same pid) is new."""
-    return f"{socket.gethostname()[:80]}:{os.getpid()}:{secrets.token_hex(4)}"
+    """host:pid:random — a restarted process (same host, maybe the same pid) is new.
+
+    At most 58 characters: it is also a turn's ``claimed_by`` (64)."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 async def join(store: Store, member_id: str, *, listen: str, version: str) -> None:

@@ -223,6 +223,10 @@ class Turn(Base):
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # A cluster's claim on the turn (gateway/store/claims.py): the process running
+    # it and until when, renewed while it runs; null on SQLite (in-process lanes).
+    claimed_by: Mapped[str | None] = mapped_column(String(64), default=None)
+    claim_until: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class LinkCode(Base):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from gateway.store.models import (
     TurnStatus,
     utcnow,
 )
+from gateway.store.notify import notify
 from gateway.tokens import estimate_tokens
 
 
@@ -51,6 +53,56 @@ class StoredInbound:
     reply_id: int | None = None
     reply_text: str | None = None
     error_code: str | None = None
+    # In a cluster: the process whose claim runs this turn (gateway/store/claims.py);
+    # its reply or failure is written only while the claim is still its own.
+    claimed_by: str | None = None
+
+
+class ClaimLost(StoreError):
+    """The turn's claim expired and another process took it: this answer is not written."""
+
+    code = "claim_lost"
+
+
+_CLAIM_HOLDER = select(Turn.claimed_by).where(Turn.id == bindparam("b_turn_id")).with_for_update()
+
+
+def hold_claim(connection: Connection, turn_id: int, owner: str | None) -> None:
+    """Inside a write: raise ``ClaimLost`` unless ``owner`` still holds the turn's claim
+    (None: no cluster, nothing to check). The row stays locked to the commit, so a
+    claim cannot change hands between this check and the write it guards."""
+    if owner is None:
+        return
+    holder = connection.execute(_CLAIM_HOLDER, {"b_turn_id": turn_id}).scalar_one_or_none()
+    if holder != owner:
+        raise ClaimLost(f"turn {turn_id} is now claimed by {holder!r}, not {owner!r}")
+
+
+# A claimed turn's reply, told to every process of the cluster when it commits
+# (gateway/fanout.py): never lost with a process that dies right after storing it.
+REPLIED_CHANNEL = "agentgw_turn_replied"
+# The reply's text rides along when it fits; else the receivers read it back.
+_REPLIED_TEXT_BYTES = 7000
+
+
+def replied_payload(
+    owner: str,
+    conversation_id: int,
+    message_id: int,
+    reply_id: int,
+    created_at: datetime,
+    text: str,
+) -> str:
+    payload: dict[str, Any] = {
+        "o": owner,
+        "c": conversation_id,
+        "m": message_id,
+        "r": reply_id,
+        "a": created_at.isoformat(),
+    }
+    if len(text.encode()) <= _REPLIED_TEXT_BYTES:
+        payload["t"] = text
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 async def resolve_address(
@@ -354,6 +406,7 @@ async def finish_turn(
     address = inbound.address
 
     def work(connection: Connection) -> int:
+        hold_claim(connection, inbound.turn_id, inbound.claimed_by)
         reply_id = connection.execute(
             _INSERT_MESSAGE,
             {
@@ -381,6 +434,19 @@ async def finish_turn(
             _TOUCH_CONVERSATION, {"b_conversation_id": address.conversation_id, "updated_at": now}
         )
         _write_values(connection, pending_values)
+        if inbound.claimed_by is not None:
+            notify(
+                connection,
+                REPLIED_CHANNEL,
+                replied_payload(
+                    inbound.claimed_by,
+                    address.conversation_id,
+                    inbound.message_id,
+                    int(reply_id),
+                    now,
+                    reply_text,
+                ),
+            )
         return int(reply_id)
 
     return StoredReply(await store.write(work), reply_text, now)
@@ -393,10 +459,15 @@ async def fail_turn(
     message: str,
     values: dict[str, Any] | None = None,
     partial_text: str | None = None,
+    claimed_by: str | None = None,
 ) -> None:
-    """Close the turn as failed; ``partial_text``: what its broken reply had streamed."""
+    """Close the turn as failed; ``partial_text``: what its broken reply had streamed.
+
+    ``claimed_by``: the cluster claim the failure is written under (``ClaimLost``
+    when another process holds the turn now)."""
 
     def work(connection: Connection) -> None:
+        hold_claim(connection, turn_id, claimed_by)
         _update_turn(
             connection,
             turn_id,
@@ -436,6 +507,9 @@ async def reopen_failed_turn(
                 partial_text=None,
                 started_at=None,
                 finished_at=None,
+                # A cluster claim of the failed run must not hold the retry back.
+                claimed_by=None,
+                claim_until=None,
             )
         )
         if not getattr(result, "rowcount", 0):

@@ -84,6 +84,8 @@ NOT_MEMORY: dict[str, str] = {
     "budget_modes": "the month's spending mode (telemetry)",
     "upkeep_jobs": "the upkeep calendar of this gateway",
     "upkeep_runs": "the upkeep calendar's runs (telemetry)",
+    "cluster_members": "the gateway processes of a cluster, live now (issue 25)",
+    "cluster_leases": "which process runs each singleton now (issue 25)",
     "sync_scores": "the judge's verdicts on replies (telemetry of the persona loop)",
     "persona_actions": "anchors and rebases done to prompts (telemetry)",
     "observe_runs": "the observer's runs and their cost (telemetry)",

@@ -1,0 +1,216 @@
+"""The router of a cluster process: turns claimed from the store (issue 25).
+
+On SQLite (and PostgreSQL without ``store.cluster``) a conversation's turns
+wait in an in-process lane (gateway/router.py). In a cluster the message may
+be stored by any process, so the lane's queue is the store itself: a lane
+here is a worker that claims the conversation's earliest open turn
+(gateway/store/claims.py), runs it under a claim renewed every
+``lease_s / 3``, and claims the next, until there is none it may take (none
+open, or another process's live claim holds the conversation: that process
+takes the next turn when it is done with its own).
+
+A lane is started for a conversation when this process stores one of its
+messages, when another process did (the fan-out's nudge: a MESSAGE event),
+and by the sweeper: every ``lease_s / 3``, and at the moment the earliest
+live claim would expire, it looks for conversations whose earliest open turn
+is unclaimed or whose claim expired (its process died), and claims them. So a
+turn whose process died is run by another within ``lease_s`` and a few
+seconds, with no restart and without touching the turns other live
+processes are running.
+
+Claims are taken only once the pipeline is attached (the models loaded): a
+starting process does not hold turns it cannot run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from gateway.errors import AgentGWError
+from gateway.fanout import TurnFanout
+from gateway.hub import ConversationHub
+from gateway.pipeline import TurnPipeline
+from gateway.router import MAX_QUEUED_TURNS, MAX_RUNNING_TURNS, Router, _Lane, _Place
+from gateway.store import Store
+from gateway.store.claims import ClaimRenewer, claim_next_turn, end_claim, open_heads
+from gateway.store.notify import PgListener
+from gateway.store.repo import StoredInbound
+from gateway.supervisor import TaskSupervisor
+
+log = logging.getLogger(__name__)
+
+# The sweeper never sleeps less than this (a claim expiring "now" is met at once
+# after), nor past lease_s / 3.
+SWEEP_MIN_S = 0.2
+# Start times kept for messages stored here (their turns may be claimed elsewhere).
+RECEIVED_KEPT = 10_000
+
+
+@dataclass
+class _ClusterLane(_Lane):
+    # Set by a nudge while the lane is busy: look in the store once more before ending.
+    again: bool = False
+
+
+class ClusterRouter(Router):
+    def __init__(
+        self,
+        store: Store,
+        pipeline: TurnPipeline | None,
+        hub: ConversationHub,
+        supervisor: TaskSupervisor,
+        *,
+        owner: str,
+        lease_s: float,
+        max_running: int = MAX_RUNNING_TURNS,
+        max_queued: int = MAX_QUEUED_TURNS,
+    ) -> None:
+        super().__init__(
+            store, pipeline, hub, supervisor, max_running=max_running, max_queued=max_queued
+        )
+        self.owner = owner
+        self.lease_s = lease_s
+        # When this process stored a message: its prepare time counts from then.
+        self._received_perf: dict[int, float] = {}
+        self.claims = 0
+        self.takeovers = 0
+        self.renewer = ClaimRenewer(store.url, owner, lease_s)
+
+    def start_sweeper(self) -> None:
+        self.supervisor.spawn("turn-sweeper", self._sweep())
+
+    def _enqueue(self, stored: StoredInbound, received_perf: float) -> None:
+        if len(self._received_perf) >= RECEIVED_KEPT:
+            self._received_perf.pop(next(iter(self._received_perf)))
+        self._received_perf[stored.turn_id] = received_perf
+        self.poke(stored.address.conversation_id)
+
+    def poke(self, conversation_id: int) -> None:
+        """The conversation may have a turn to claim: make sure a lane looks."""
+        lane = self._lanes.get(conversation_id)
+        if lane is not None:
+            if isinstance(lane, _ClusterLane):
+                lane.again = True
+            return
+        if not self._accepting:
+            return
+        lane = self._lanes[conversation_id] = _ClusterLane(busy=True)
+        self._idle.clear()
+        self.supervisor.spawn(f"lane-{conversation_id}", self._claiming(conversation_id, lane))
+
+    async def _claiming(self, conversation_id: int, lane: _ClusterLane) -> None:
+        try:
+            await self._attached.wait()
+            pipeline = self._pipeline
+            assert pipeline is not None  # set before the event
+            while self._accepting:
+                lane.again = False
+                self._waiting += 1
+                try:
+                    await self._running.acquire()
+                finally:
+                    self._waiting -= 1
+                place = _Place(self._running, self._timed(time.perf_counter()))
+                try:
+                    claimed = await self._claim(conversation_id)
+                    if claimed is None:
+                        if lane.again:
+                            continue
+                        break
+                    await self._run_claimed(pipeline, claimed, place)
+                finally:
+                    place.release()
+            if pipeline.pending_values and not self._others_busy(lane):
+                await self._flush(pipeline)
+        finally:
+            lane.busy = False
+            self._lanes.pop(conversation_id, None)
+            if not any(other.busy for other in self._lanes.values()):
+                self._idle.set()
+
+    async def _claim(self, conversation_id: int) -> StoredInbound | None:
+        try:
+            return await claim_next_turn(self.store, conversation_id, self.owner, self.lease_s)
+        except AgentGWError:
+            # The store is unreachable: the sweeper tries again in a moment.
+            log.exception("could not claim a turn of conversation %d", conversation_id)
+            return None
+
+    async def _run_claimed(
+        self, pipeline: TurnPipeline, claimed: StoredInbound, place: _Place
+    ) -> None:
+        self.claims += 1
+        received_perf = self._received_perf.pop(claimed.turn_id, None)
+        if received_perf is None:
+            # Stored by another process, or taken over from one that died.
+            self.takeovers += 1
+            received_perf = time.perf_counter()
+        self.renewer.held.add(claimed.turn_id)
+        try:
+            await pipeline.run(claimed, received_perf, place.release)
+        finally:
+            self.renewer.held.discard(claimed.turn_id)
+            try:
+                if await end_claim(self.store, claimed.turn_id, self.owner):
+                    log.warning("turn %d ended open; marked interrupted", claimed.turn_id)
+            except AgentGWError:
+                log.exception("could not end the claim on turn %d", claimed.turn_id)
+
+    async def _sweep(self) -> None:
+        await self._attached.wait()
+        period = self.lease_s / 3
+        while self._accepting:
+            wait = period
+            try:
+                heads, now = await open_heads(self.store)
+            except AgentGWError:
+                log.exception("the turn sweeper could not read the open turns")
+                heads, now = [], None
+            for head in heads:
+                if now is None:
+                    break
+                if head.claim_until is None or head.claim_until <= now:
+                    self.poke(head.conversation_id)
+                else:
+                    wait = min(wait, (head.claim_until - now).total_seconds())
+            await asyncio.sleep(max(SWEEP_MIN_S, wait + 0.05))
+
+
+async def open_cluster_router(
+    parts: contextlib.AsyncExitStack,
+    store: Store,
+    hub: ConversationHub,
+    supervisor: TaskSupervisor,
+    *,
+    lease_s: float,
+    max_running: int,
+    max_queued: int,
+    owner: str,
+    listener: PgListener,
+) -> ClusterRouter:
+    """The cluster's router with its fan-out and sweeper; their closes pushed on ``parts``
+    (they run after the router drained, before the store closes). ``owner`` is the
+    process's cluster member id; ``listener`` its LISTEN connection (the cluster node's)."""
+    router = ClusterRouter(
+        store,
+        None,
+        hub,
+        supervisor,
+        owner=owner,
+        lease_s=lease_s,
+        max_running=max_running,
+        max_queued=max_queued,
+    )
+    fanout = TurnFanout(store, hub, listener, owner)
+    fanout.on_remote_message = router.poke
+    await fanout.start()
+    parts.push_async_callback(fanout.aclose)
+    await router.renewer.start()
+    parts.push_async_callback(router.renewer.aclose)
+    router.start_sweeper()
+    log.info("cluster process %s: turns are claimed from the store", owner)
+    return router
