@@ -138,3 +138,13 @@ async def test_missed_notifications_are_made_good_by_reconciling(
     assert "pottery" not in await packed(b, sam.person_id, "who runs a pottery studio?")
     await b.feed.reconcile()
     assert "pottery" in await packed(b, sam.person_id, "who runs a pottery studio?")
+
+
+async def test_the_bench_finds_items_across_two_real_processes(
+    postgres: str, tmp_path: Path
+) -> None:
+    from gateway.bench.cluster_find import cross_process_find
+
+    result = await cross_process_find(await create_database(postgres), tmp_path, runs=2)
+    assert result["cross_process_find_missed"] == 0
+    assert result["cross_process_find_ms"] >= 0

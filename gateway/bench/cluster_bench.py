@@ -16,13 +16,17 @@ Then the throughput stage: the same load (one page per conversation) on a
 fresh database, once with one process and once with two; ``throughput_ratio``
 is turns/s with two over turns/s with one.
 
+Then ``cross_process_find_ms`` (gateway/bench/cluster_find.py): stored by one
+process, found by another's pack, p95 over ``--find-runs`` items.
+
 JSON printed with ``--json``::
 
     {"processes", "conversations", "turns", "stages", "lease_s", "turns_sent",
      "turns_answered", "lost_messages", "duplicate_replies", "order_violations",
      "watcher_missing", "failover_seconds", "held_turns", "held_conversation_gap_s",
      "killed_at_s", "late_answers_refused", "wall_s", "failures",
-     "turns_per_s_1", "turns_per_s_2", "throughput_ratio"}
+     "turns_per_s_1", "turns_per_s_2", "throughput_ratio", "cross_process_find_ms",
+     "cross_process_find_p50_ms", "cross_process_find_runs", "cross_process_find_missed"}
 
 ``lost_messages``: messages sent whose turn is not replied in the store at the
 end; ``duplicate_replies``: replies stored beyond one per turn, plus a page
@@ -58,6 +62,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import Connection, select
 
+from gateway.bench.cluster_find import cross_process_find
 from gateway.bench.cluster_pages import PREFIX, Page, cluster_config_text
 from gateway.bench.gateway_bench import GatewayProcess, free_port
 from gateway.bench.report import Target, at_most, print_verdicts
@@ -71,6 +76,8 @@ START_TIMEOUT_S = 300.0
 KILL_AT_SHARE = 0.4
 TARGET_FAILOVER_S = 20.0
 TARGET_RATIO = 1.6
+# Stored by one process, found by another's pack (issue 25), p95.
+TARGET_FIND_MS = 1000.0
 
 
 def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,6 +91,9 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     bench.add_argument("--lease-s", type=float, default=15.0, help="store.lease_s")
     bench.add_argument(
         "--no-throughput", action="store_true", help="skip the 1 vs 2 processes stage"
+    )
+    bench.add_argument(
+        "--find-runs", type=int, default=30, help="items of the cross-process find (0: skip)"
     )
     bench.add_argument("--json", action="store_true", help="print JSON instead of text")
     bench.set_defaults(bench_main=main)
@@ -368,6 +378,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 turns_per_s_2=round(two, 2),
                 throughput_ratio=round(two / one, 3),
             )
+        if args.find_runs > 0:
+            found = root / "find"
+            found.mkdir()
+            result.update(
+                await cross_process_find(await create_database(server), found, args.find_runs)
+            )
     return result
 
 
@@ -379,6 +395,15 @@ def cluster_targets(result: dict[str, Any]) -> list[Target]:
         at_most("watcher_missing", result["watcher_missing"], 0, ""),
         at_most("failover_seconds", result["failover_seconds"], TARGET_FAILOVER_S, "s"),
     ]
+    find = result.get("cross_process_find_ms")
+    if find is not None:
+        targets.append(
+            Target(
+                f"cross_process_find_ms <= {TARGET_FIND_MS:g}",
+                0 <= find <= TARGET_FIND_MS and result["cross_process_find_missed"] == 0,
+                f"{find:g} ms, {result['cross_process_find_missed']} missed",
+            )
+        )
     ratio = result.get("throughput_ratio")
     if ratio is not None:
         targets.append(
