@@ -7,9 +7,9 @@ keep being used fade slowly. Persona and relational items never fall below
 ANN index (the store and full-text search keep them) until they are
 referenced again. The record (``RECORD_TYPES``: episodes, the stored messages)
 is never archived by age: its lowest tier is ``RECORD_AGE_FLOOR`` (cold), still
-in dense search, where its retention ranks it as before. Reinforcement ("echo") is strongest when the person refers
-to an item, smaller when a reply visibly used it, smallest when it was packed
-but unused ("fizzle").
+in dense search, where its retention ranks it as before. Reinforcement ("echo")
+is strongest when the person refers to an item, smaller when a reply visibly
+used it, smallest when it was packed but unused ("fizzle").
 """
 
 from __future__ import annotations

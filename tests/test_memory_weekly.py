@@ -231,7 +231,11 @@ async def test_episodes_are_the_record_never_archived_by_age_only_demoted(
     sweep (demoted to cold at most); a fact as old is archived as before."""
     person = address.person_id
     episode = await add(
-        service, person, "I play the guitar in a small band", days_ago=400, item_type=ItemType.EPISODE
+        service,
+        person,
+        "I play the guitar in a small band",
+        days_ago=400,
+        item_type=ItemType.EPISODE,
     )
     fact = await add(service, person, "I go climbing at the bouldering gym", days_ago=400)
     index = await service.index(person)
