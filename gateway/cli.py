@@ -468,9 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     from persona.lessons.cli import add_commands as add_lesson_commands
 
     add_lesson_commands(sub, with_config)
+    from gateway.upkeep_cli import job_parts
     from memory.jobs.cli import add_commands as add_upkeep_commands
 
-    add_upkeep_commands(sub, with_config)
+    add_upkeep_commands(sub, with_config, job_parts)
     from memory.cli import add_commands as add_memory_commands
 
     add_memory_commands(sub, with_config)

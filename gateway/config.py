@@ -630,6 +630,10 @@ class UpkeepJobsConfig:
     cold_after_days: PositiveFloat = 180.0
     # Monthly: stored vectors checked against freshly computed ones (drift).
     drift_sample: PositiveInt = 200
+    # Nightly merge: each item is compared with this many nearest items (an hnswlib
+    # index of the person's items), not with all of them; more finds more of one
+    # item's duplicates in one night, the rest merge the next.
+    merge_neighbours: PositiveInt = 20
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ the half-life grows with the item's reinforcement strength, so memories that
 keep being used fade slowly. Persona and relational items never fall below
 ``PINNED_RETENTION_FLOOR``. Retention sets the tier; archived items leave the
 ANN index (the store and full-text search keep them) until they are
-referenced again. Reinforcement ("echo") is strongest when the person refers
-to an item, smaller when a reply visibly used it, smallest when it was packed
-but unused ("fizzle").
+referenced again. The record (``RECORD_TYPES``: episodes, the stored messages)
+is never archived by age: its lowest tier is ``RECORD_AGE_FLOOR`` (cold), still
+in dense search, where its retention ranks it as before. Reinforcement ("echo")
+is strongest when the person refers to an item, smaller when a reply visibly
+used it, smallest when it was packed but unused ("fizzle").
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from memory.types import PINNED_RETENTION_FLOOR, PINNED_TYPES, ItemType, Tier
+from memory.types import (
+    PINNED_RETENTION_FLOOR,
+    PINNED_TYPES,
+    RECORD_AGE_FLOOR,
+    RECORD_TYPES,
+    ItemType,
+    Tier,
+)
 
 LN2 = 0.693
 
@@ -86,6 +95,15 @@ class DecayPolicy:
         if retention >= self.tier_cold:
             return Tier.COLD
         return Tier.ARCHIVED
+
+    def tier_of(self, item_type: ItemType, retention: float) -> Tier:
+        """The tier decay gives an item of this type: the record stops at its floor
+        (a raw message archived out of the ANN index by age alone left dense search,
+        and a question about it months later found it only by shared words)."""
+        tier = self.tier(retention)
+        if tier is Tier.ARCHIVED and item_type in RECORD_TYPES:
+            return RECORD_AGE_FLOOR
+        return tier
 
 
 def hours_between(earlier: datetime, later: datetime) -> float:

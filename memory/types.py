@@ -53,6 +53,14 @@ PRIORITY_FLOORS: dict[ItemType, float] = {
 PINNED_TYPES: tuple[ItemType, ...] = (ItemType.PERSONA, ItemType.RELATIONAL)
 PINNED_RETENTION_FLOOR = 0.5
 
+# The record: stored messages, verbatim. Age alone never archives them (out of the ANN
+# index, where only a lexical match or a use could bring them back): the decay sweep and
+# the weekly domain TTL demote them at most to ``RECORD_AGE_FLOOR``, which stays in
+# dense search ranked by retention as every tier is. Everything derived from them
+# (facts, preferences, insights...) can be archived: the record it came from is kept.
+RECORD_TYPES: tuple[ItemType, ...] = (ItemType.EPISODE,)
+RECORD_AGE_FLOOR = Tier.COLD
+
 
 def effective_priority(item_type: ItemType, priority: float) -> float:
     return max(PRIORITY_FLOORS[item_type], min(1.0, max(0.0, priority)))

@@ -95,7 +95,8 @@ class Upkeep(Recall):
         would: Callable[[str], None] | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> SweepStats:
-        """Recompute every active item's tier; archived ones leave the ANN index.
+        """Recompute every active item's tier; archived ones leave the ANN index
+        (never an episode: ``DecayPolicy.tier_of``).
 
         ``person_id``: that person's items only. ``dry_run``: nothing changes;
         ``would`` hears each change it would make. ``progress`` hears the items
@@ -111,7 +112,7 @@ class Upkeep(Recall):
             for row, retention in zip(rows, retained.tolist(), strict=True):
                 if person_id is not None and row.person_id != person_id:
                     continue
-                tier = self.decay.tier(retention)
+                tier = self.decay.tier_of(row.type, retention)
                 stats.seen += 1
                 stats.tiers[tier.value] = stats.tiers.get(tier.value, 0) + 1
                 # Only ever down: use (reinforce_items) and restore raise a tier, and the

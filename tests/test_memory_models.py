@@ -714,30 +714,36 @@ async def test_decay_archives_then_a_reference_brings_an_item_back(
 ) -> None:
     service = service_for(store, memory_config, embedder)
     ids = await ingest_lines(service, address)
-    (persona_id,) = await service.add_items(
-        [repo.NewItem(address.person_id, ItemType.PERSONA, "Sam is a nurse", T0)]
+    persona_id, cat = await service.add_items(
+        [
+            repo.NewItem(address.person_id, ItemType.PERSONA, "Sam is a nurse", T0),
+            repo.NewItem(address.person_id, ItemType.FACT, "Sam's grey cat is called Miso", T0),
+        ]
     )
     index = await service.index(address.person_id)
     assert index is not None
-    assert index.count == len(LINES) + 1
-    # Episodes halve every 720 h: after two years they are archived; persona items stay >= 0.5.
-    later = T0 + timedelta(days=730)
+    assert index.count == len(LINES) + 2
+    # Facts halve every 4,320 h: after three years they are archived. Episodes (720 h)
+    # are the record: decay demotes them to cold, in the index still; persona >= 0.5.
+    later = T0 + timedelta(days=1095)
     stats = await service.sweep(later)
-    assert stats.archived == len(LINES)
-    rows = {row.id: row for row in await repo.get_items(store, [*ids, persona_id])}
-    assert {rows[i].tier for i in ids} == {Tier.ARCHIVED}
+    assert stats.archived == 1
+    rows = {row.id: row for row in await repo.get_items(store, [*ids, persona_id, cat])}
+    assert {rows[i].tier for i in ids} == {Tier.COLD}
+    assert rows[cat].tier is Tier.ARCHIVED
     assert rows[persona_id].tier is Tier.ACTIVE
-    assert index.count == 1
+    assert index.count == len(LINES) + 1
     # Still in the store and in full text: a message that names it finds it.
     pack = await service.build_pack(
         PackRequest(address.person_id, "How is Miso the grey cat?", later, turn_id=None)
     )
-    cat = ids[0]
     assert cat in pack.kept
     trace = {c["id"]: c for c in pack.result.trace}
     assert "ann" not in trace[cat]["sources"]
     assert "fts" in trace[cat]["sources"]
-    assert trace[cat]["signals"]["recency"] < 0.01
+    assert trace[cat]["signals"]["recency"] < service.decay.tier_cold
+    # The cold episode that says it is still found densely.
+    assert "ann" in trace[ids[0]]["sources"]
     # The person referred to it: it is reinforced, active again and back in the index.
     result = await service.reinforce_items(
         pack.kept, address.person_id, "How is Miso the grey cat?", "Miso is well.", later
@@ -748,7 +754,7 @@ async def test_decay_archives_then_a_reference_brings_an_item_back(
     assert row.tier is Tier.ACTIVE
     assert row.access_count == 1
     assert row.strength == 1.0
-    assert index.count == 2
+    assert index.count == len(LINES) + 2
 
 
 async def test_upkeep_deletes_traces_past_their_keep_and_only_those(

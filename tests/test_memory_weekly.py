@@ -224,6 +224,41 @@ async def test_domain_ttls_archive_but_never_pinned_and_a_query_brings_one_back(
     assert hobby in index._live
 
 
+async def test_episodes_are_the_record_never_archived_by_age_only_demoted(
+    service: MemoryService, store: Store, address: Address
+) -> None:
+    """A message a year old stays in dense search through the weekly TTL and the hourly
+    sweep (demoted to cold at most); a fact as old is archived as before."""
+    person = address.person_id
+    episode = await add(
+        service,
+        person,
+        "I play the guitar in a small band",
+        days_ago=400,
+        item_type=ItemType.EPISODE,
+    )
+    fact = await add(service, person, "I go climbing at the bouldering gym", days_ago=400)
+    index = await service.index(person)
+    assert index is not None
+    assert {episode, fact} <= index._live
+
+    counts = await weekly(ctx_for(service))
+    assert counts["archived"] == 1
+    assert (await item(store, fact)).tier is Tier.ARCHIVED
+    assert (await item(store, episode)).tier is Tier.ACTIVE
+    # Decay alone would archive a message this old (retention far below tier_cold).
+    (row,) = await repo.get_items(store, [episode])
+    assert service.decay.tier(float(service.decay.retention_at([row], NOW)[0])) is Tier.ARCHIVED
+    stats = await service.sweep(NOW)
+    assert stats.archived == 0
+    assert (await item(store, episode)).tier is Tier.COLD
+    assert episode in index._live
+    assert fact not in index._live
+    # Dense search still reaches it: a question sharing no content word with it.
+    pack = await service.build_pack(PackRequest(person, "Which instrument do I perform?", NOW))
+    assert episode in pack.kept
+
+
 # -- insights ---------------------------------------------------------------------------
 
 

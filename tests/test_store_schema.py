@@ -185,3 +185,32 @@ async def test_migration_0012_takes_the_offline_notices_out_of_memory(tmp_path: 
                 "INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')"
             )
         )
+
+
+async def test_migration_0029_brings_archived_episodes_back_to_the_cold_tier(
+    tmp_path: Path,
+) -> None:
+    """Episodes the old decay sweep archived (out of the ANN index) are cold after the
+    upgrade, so their index takes them back; archived facts stay archived."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    async with Store(url) as store:
+        address = await resolve_address(store, "webchat", "s-1", display_name="Sam")
+        episode, fact = await repo.insert_items(
+            store,
+            [
+                NewItem(address.person_id, ItemType.EPISODE, "I play the guitar", T0),
+                NewItem(address.person_id, ItemType.FACT, "Sam plays the guitar", T0),
+            ],
+        )
+        await store.write(lambda c: c.execute(text("UPDATE memory_items SET tier = 'archived'")))
+    engine = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    try:
+        with engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "0027")
+            tiers = dict(connection.execute(text("SELECT id, tier FROM memory_items")).all())
+            assert tiers == {episode: "archived", fact: "archived"}
+    finally:
+        engine.dispose()
+    async with Store(url) as store:
+        items = {i.id: i.tier.value for i in await repo.get_items(store, [episode, fact])}
+        assert items == {episode: "cold", fact: "archived"}

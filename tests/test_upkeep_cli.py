@@ -3,13 +3,19 @@ that changes nothing, unknown jobs and a running gateway refused clearly."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from gateway.cli import main
+from gateway.config import load_config
+from gateway.store import Store
 from gateway.store.datalock import DataDirLock
+from gateway.store.repo import resolve_address, store_inbound
+from persona.observation.backlog import conversations_behind
 
 
 @pytest.fixture
@@ -62,3 +68,41 @@ def test_unknown_jobs_and_a_running_gateway_are_clear_errors(
     said = capsys.readouterr().err
     assert "in use by another agentgw" in said
     assert "Upkeep page" in said
+
+
+def test_a_nightly_run_from_the_shell_reads_the_observer_s_backlog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line's nightly has the observer as its extractor, as the gateway's
+    does (gateway/upkeep_cli.py): the unread messages are read and counted."""
+    path = tmp_path / "agentgw.toml"
+    path.write_text(
+        f'[store]\ndata_dir = "{tmp_path / "data"}"\n[memory]\nembedder = "none"\n'
+        # The observer's own threshold is never reached: only the catch-up reads them.
+        '[observe]\nobserver = "rules"\nobserver_tokens = 1000000\n',
+        encoding="utf-8",
+    )
+    config = load_config(path)
+
+    async def seed() -> None:
+        async with Store(config.database_url) as store:
+            address = await resolve_address(store, "webchat", "shell-1", display_name="Sam")
+            for n, words in enumerate(
+                [
+                    "I adopted a grey cat called Miso last spring.",
+                    "My sister Ana lives in Lisbon and works as a nurse.",
+                ]
+            ):
+                await store_inbound(store, address, words, datetime.now(UTC), f"c{n}")
+
+    async def behind() -> list[tuple[int, int]]:
+        async with Store(config.database_url) as store:
+            return await conversations_behind(store, None)
+
+    asyncio.run(seed())
+    assert asyncio.run(behind())
+    assert main(["upkeep", "run", "nightly", "--json", "--config", str(path)]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["status"] == "ok"
+    assert run["counts"]["extracted"] == 2
+    assert asyncio.run(behind()) == []

@@ -13,7 +13,8 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 from gateway.config import Config, load_config
 
 if TYPE_CHECKING:
+    from gateway.store import Store
+    from memory.jobs.base import Extractor
     from memory.jobs.calendar import JobState, RunRecord
+    from memory.service import MemoryService
+
+# What the layer above adds to a run (gateway/upkeep_cli.py): the extractors (the
+# observer) and the service's models, which memory/ cannot import; held while it runs.
+JobParts = Callable[
+    ["Config", "Store", "MemoryService"], AbstractAsyncContextManager["list[Extractor]"]
+]
 
 # A dry run's plan prints this many lines at most (--json carries them all).
 PLAN_LINES = 50
@@ -30,7 +40,9 @@ PLAN_LINES = 50
 def add_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     with_config: Callable[[argparse.ArgumentParser], None],
+    parts: JobParts | None = None,
 ) -> None:
+    """``parts``: what a run gets from the layers above (none: no extractor)."""
     upkeep = sub.add_parser("upkeep", help="the upkeep calendar: job status, run a job now")
     upkeep_sub = upkeep.add_subparsers(dest="upkeep_command", required=True)
     status = upkeep_sub.add_parser(
@@ -54,7 +66,7 @@ def add_commands(
             "--json", action="store_true", help="print JSON instead of text (default: text)"
         )
     status.set_defaults(func=cmd_status)
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, job_parts=parts)
 
 
 def _say(text: str, *, err: bool = False) -> None:
@@ -120,7 +132,16 @@ def status_table(states: list[JobState], zone: tzinfo) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = _config(args)
-    record = asyncio.run(_run(config, args.job, args.person, args.dry_run, quiet=args.json))
+    record = asyncio.run(
+        _run(
+            config,
+            args.job,
+            args.person,
+            args.dry_run,
+            quiet=args.json,
+            parts=getattr(args, "job_parts", None),
+        )
+    )
     if args.json:
         _say(json.dumps(record.as_json(), indent=2))
     else:
@@ -137,7 +158,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _run(
-    config: Config, job: str, person_id: int | None, dry_run: bool, *, quiet: bool
+    config: Config,
+    job: str,
+    person_id: int | None,
+    dry_run: bool,
+    *,
+    quiet: bool,
+    parts: JobParts | None = None,
 ) -> RunRecord:
     from tqdm import tqdm
 
@@ -166,7 +193,6 @@ async def _run(
             Store(config.database_url, echo=config.store.echo) as store,
         ):
             service = await MemoryService.start(store, config)
-            calendar = UpkeepCalendar(store, service, config.upkeep, config.zone, bodies)
             bar = tqdm(desc=job, unit="item", disable=quiet or not sys.stderr.isatty())
 
             def progress(done: int, total: int | None) -> None:
@@ -174,12 +200,23 @@ async def _run(
                 bar.update(done - bar.n)
 
             try:
-                await calendar.prepare()
-                return await calendar.run(
-                    job, person_id=person_id, dry_run=dry_run, progress=progress
-                )
+                async with (
+                    parts(config, store, service) if parts is not None else _no_parts()
+                ) as extractors:
+                    calendar = UpkeepCalendar(
+                        store, service, config.upkeep, config.zone, bodies, extractors=extractors
+                    )
+                    await calendar.prepare()
+                    return await calendar.run(
+                        job, person_id=person_id, dry_run=dry_run, progress=progress
+                    )
             finally:
                 bar.close()
                 await service.aclose()
     finally:
         lock.release()
+
+
+@asynccontextmanager
+async def _no_parts() -> AsyncIterator[list[Extractor]]:
+    yield []

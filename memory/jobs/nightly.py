@@ -47,7 +47,7 @@ async def nightly(ctx: JobContext, settings: UpkeepJobsConfig | None = None) -> 
     """The nightly body; ``settings`` default to the built-in ``[upkeep_jobs]`` ones
     (the calendar passes the configured ones)."""
     knobs = settings if settings is not None else UpkeepJobsConfig()
-    merged, conflicts = await merge_duplicates(ctx, knobs.merge_cosine)
+    merged, conflicts = await merge_duplicates(ctx, knobs.merge_cosine, knobs.merge_neighbours)
     promoted = await promote_used(ctx, knobs.promote_step, knobs.promote_max)
     extracted = await extract_backlog(ctx)
     # 4. The memory trees rebuilt whole (memory/tree/job.py), after the merges.
@@ -77,7 +77,9 @@ async def _people(ctx: JobContext) -> list[int]:
         return list(rows.all())
 
 
-async def merge_duplicates(ctx: JobContext, threshold: float) -> tuple[int, int]:
+async def merge_duplicates(
+    ctx: JobContext, threshold: float, neighbours: int = 20
+) -> tuple[int, int]:
     """Merge each person's near-duplicates; (items superseded, conflicts kept apart)."""
     if ctx.service.embedder is None:
         log.info("nightly: no embedder, so no merges (they need vectors)")
@@ -85,7 +87,7 @@ async def merge_duplicates(ctx: JobContext, threshold: float) -> tuple[int, int]
     people = await _people(ctx)
     merged = conflicts = 0
     for done, person_id in enumerate(people, start=1):
-        found = await merge.find(ctx.service, person_id, threshold)
+        found = await merge.find(ctx.service, person_id, threshold, neighbours)
         conflicts += sum(found.conflicts.values())
         if ctx.dry_run:
             for g in found.groups:

@@ -226,15 +226,19 @@ async def stale_ids(
     tiers: Sequence[Tier],
     after: int,
     limit: int,
+    *,
+    except_types: Sequence[ItemType] = (),
 ) -> list[tuple[int, int]]:
     """(id, person) of items in ``tiers`` not used since ``cutoff``: of ``categories``,
-    or (None) of any category but ``other_than``."""
+    or (None) of any category but ``other_than``; none of ``except_types``."""
     where = [
         *_unused_since(cutoff),
         MemoryItem.tier.in_(list(tiers)),
         MemoryItem.id > after,
         *_person(person_id),
     ]
+    if except_types:
+        where.append(MemoryItem.type.not_in(list(except_types)))
     if categories is not None:
         where.append(MemoryItem.category.in_(list(categories)))
     else:

@@ -5,7 +5,9 @@
 2. Items not used for their category's TTL (``[upkeep_jobs] ttl_days_*``) are
    archived: they leave the ANN index, full text still finds them, and a use
    brings them back (``MemoryService.reinforce_items``). Pinned items, persona
-   and relational items never are.
+   and relational items never are, nor episodes: the messages are the record,
+   and stay in dense search (the decay sweep and the monthly cold tier demote
+   them, ranked lower by their retention, never out of the ANN index).
 3. Per person and category, the summary is rebuilt from the active items alone
    (after 2), from scratch; one that reads differently is a new version
    (memory_summaries).
@@ -35,7 +37,7 @@ from memory.jobs.insights import make_insights
 from memory.jobs.summaries import rebuild_summary
 from memory.jobs.utility_calls import model_categories
 from memory.ttl import DOMAINS, category_ttl, domain_ttls
-from memory.types import Tier
+from memory.types import RECORD_TYPES, Tier
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +145,8 @@ async def archive_by_ttl(ctx: JobContext) -> int:
             (Tier.ACTIVE, Tier.WARM, Tier.COLD),
             after,
             ctx.batch,
+            # The record is never archived by age (memory/types.py, RECORD_TYPES).
+            except_types=RECORD_TYPES,
         ):
             after = rows[-1][0]
             if ctx.dry_run:
