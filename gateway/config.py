@@ -556,6 +556,11 @@ class MemoryConfig:
     mirror_interval_s: PositiveFloat = 2.0
     # At most this many people's files are rewritten per check (the rest on the next).
     mirror_people_per_pass: PositiveInt = 4
+    # The tree's updates are coalesced per person: the ids queued in a burst of turns
+    # are placed by one update, this many seconds after the first of them (0: at once).
+    tree_update_window_s: NonNegativeFloat = 120.0
+    # ...or as soon as a person has this many ids queued (the queue stays bounded).
+    tree_update_max_pending: PositiveInt = 256
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]

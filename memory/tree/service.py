@@ -131,6 +131,14 @@ class MemoryTree:
         # machine the wall time above is mostly waiting.
         self.update_cpu_seconds: deque[float] = deque(maxlen=10_000)
         self._task: asyncio.Task[None] | None = None
+        # Coalescing (``schedule``): when each person's oldest queued id came (loop
+        # time), the event that wakes the worker early (a full queue, ``idle``), and
+        # how many callers wait in ``idle`` (they want the queue run now).
+        self._since: dict[int, float] = {}
+        self._wake: asyncio.Event | None = None
+        self._flushing = 0
+        # Ids placed per update (the bench's turns per update).
+        self.update_items: deque[int] = deque(maxlen=10_000)
         # Whether the pack uses the tree (a bench measures the flat pack beside it).
         self.packing = True
 
@@ -512,35 +520,73 @@ class MemoryTree:
 
     def schedule(self, written: Mapping[int, Iterable[int]]) -> None:
         """Queue the incremental updates for these items, by person (one worker in the
-        background, coalesced per person; the reply never waits for it)."""
+        background; the reply never waits for it). Coalesced: a person's update runs
+        ``tree_update_window_s`` after the first id queued since their last one, so a
+        burst of turns costs one update, or at once when ``tree_update_max_pending``
+        ids are queued."""
+        now = asyncio.get_running_loop().time()
         for person_id, ids in written.items():
-            self._pending.setdefault(person_id, set()).update(ids)
+            queue = self._pending.setdefault(person_id, set())
+            queue.update(ids)
+            self._since.setdefault(person_id, now)
             self._dirty.add(person_id)
+            if len(queue) >= self.config.tree_update_max_pending and self._wake is not None:
+                self._wake.set()
         if self._task is None or self._task.done():
+            # A fresh event per worker: an asyncio.Event belongs to the loop it waits on.
+            self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
+    def _due(self, person_id: int) -> float:
+        """When the person's update runs (loop time)."""
+        if self._flushing or (
+            len(self._pending.get(person_id, ())) >= self.config.tree_update_max_pending
+        ):
+            return float("-inf")
+        return self._since.get(person_id, 0.0) + self.config.tree_update_window_s
+
     async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        wake = self._wake
+        assert wake is not None
         while self._dirty:
-            person_id = min(self._dirty)
+            wake.clear()
+            person_id = min(self._dirty, key=lambda p: (self._due(p), p))
+            wait = self._due(person_id) - loop.time()
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), wait)
+                continue
             self._dirty.discard(person_id)
+            self._since.pop(person_id, None)
+            queued = len(self._pending.get(person_id, ()))
             started, cpu = time.perf_counter(), time.process_time()
             try:
                 await self.update(person_id)
                 self.update_seconds.append(time.perf_counter() - started)
                 self.update_cpu_seconds.append(time.process_time() - cpu)
+                self.update_items.append(queued)
             except Exception:  # the next write schedules it again; the reply never waits
                 log.exception("tree: update of person %d failed", person_id)
             log.debug("tree: person %d updated in %.3fs", person_id, time.perf_counter() - started)
 
     async def idle(self) -> None:
-        """Wait for the queued updates (tests, benches, shutdown)."""
-        while self._task is not None and not self._task.done():
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._task)
+        """Run the queued updates now, without their window, and wait for them (tests,
+        benches, shutdown)."""
+        self._flushing += 1
+        try:
+            while self._task is not None and not self._task.done():
+                if self._wake is not None:
+                    self._wake.set()
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._task)
+        finally:
+            self._flushing -= 1
 
     async def aclose(self) -> None:
         self._dirty.clear()
         self._pending.clear()
+        self._since.clear()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -555,7 +601,7 @@ def _specs(built: tb.Built) -> list[Spec]:
     specs: list[Spec] = []
     for leaf in built.leaves:
         specs.append(
-            (leaf.key, 0, [], leaf.item_ids, tb.key_quote(leaf.quotes), leaf.first_at, leaf.last_at)
+            (leaf.key, 0, [], leaf.item_ids, leaf.best_lines(), leaf.first_at, leaf.last_at)
         )
     for group in [*built.clusters, *built.topics, built.root]:
         ats = [q.at for q in group.quotes]
