@@ -525,9 +525,9 @@ class MemoryConfig:
     # read whole, so a 2 GB file would need several times that in memory.
     import_max_bytes: PositiveInt = 2_147_483_648
     # The memory tree (memory/tree/, issue 23): clusters, topics and a root over the
-    # person's items, packed for broad and thematic questions. Off by default: an
-    # update reads only the new items and the touched branch, but costs about 120 ms
-    # of CPU per turn at 100k items (docs/DESIGN.md, "The memory tree").
+    # person's items, packed for broad and thematic questions. Off by default: at 100k
+    # items an update still costs about 75 ms of CPU, about 11 ms a turn over a burst
+    # of 10 (docs/DESIGN.md, "The memory tree").
     tree: bool = False
     # A cluster past this many leaves splits (GaussianMixture, BIC); a topic groups
     # about this many clusters.
