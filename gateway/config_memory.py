@@ -269,9 +269,9 @@ class MemoryConfig:
     # read whole, so a 2 GB file would need several times that in memory.
     import_max_bytes: PositiveInt = 2_147_483_648
     # The memory tree (memory/tree/, issue 23): clusters, topics and a root over the
-    # person's items, packed for broad and thematic questions. Off by default: an
-    # update reads only the new items and the touched branch, but costs about 120 ms
-    # of CPU per turn at 100k items (docs/DESIGN.md, "The memory tree").
+    # person's items, packed for broad and thematic questions. Off by default: at 100k
+    # items an update still costs about 75 ms of CPU, about 11 ms a turn over a burst
+    # of 10 (docs/DESIGN.md, "The memory tree").
     tree: bool = False
     # A cluster past this many leaves splits (GaussianMixture, BIC); a topic groups
     # about this many clusters.
@@ -300,6 +300,11 @@ class MemoryConfig:
     mirror_interval_s: PositiveFloat = 2.0
     # At most this many people's files are rewritten per check (the rest on the next).
     mirror_people_per_pass: PositiveInt = 4
+    # The tree's updates are coalesced per person: the ids queued in a burst of turns
+    # are placed by one update, this many seconds after the first of them (0: at once).
+    tree_update_window_s: NonNegativeFloat = 120.0
+    # ...or as soon as a person has this many ids queued (the queue stays bounded).
+    tree_update_max_pending: PositiveInt = 256
 
 
 LessonExtractor = Literal["auto", "rules", "llm"]

@@ -5,8 +5,10 @@ and a specific one the leaves, and the nightly job rebalances."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -237,16 +239,61 @@ async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
     await tree.idle()
     after = await tree.nodes(address.person_id)
     check_whole(after, ids)
-    # The new item, and the members of the cluster(s) it joined: not the whole store.
-    assert set(new) <= set(read)
+    # The new item only: the cluster(s) it joined are summarised from their leaves'
+    # stored lines, so their other members are not read again.
+    assert set(read) == set(new)
     joined = {p for n in after.values() if set(new) & set(n.item_ids) for p in n.parent_keys}
-    members = {i for k in joined if k.startswith("c:") for i in after[k].item_ids}
-    assert set(read) <= set(new) | members
-    assert len(set(read)) < len(ids)
+    lines = {q.item_id for k in after[next(iter(joined))].child_keys for q in after[k].quotes}
+    assert {q.item_id for q in after[next(iter(joined))].quotes} <= lines
     # The clusters it did not join kept their summaries (no new version).
     untouched = [k for k, n in before.items() if n.level == 1 and k not in joined]
     assert untouched
     assert all(after[k].version == before[k].version for k in untouched if k in after)
+    # A note that grows (a later turn the same day) is ranked again from its own items.
+    read.clear()
+    later = await service.ingest(
+        [
+            Episode(
+                person_id=address.person_id,
+                text="Later that evening I sketched the slides for the roadmap review.",
+                at=START + timedelta(days=12, hours=2),
+                role="user",
+                speaker="Sam",
+                conversation_id=address.conversation_id,
+            )
+        ]
+    )
+    await tree.idle()
+    grown = await tree.nodes(address.person_id)
+    note = next(n for n in grown.values() if n.level == 0 and set(later) <= set(n.item_ids))
+    assert set(read) == set(note.item_ids) == set(new) | set(later)
+
+
+async def test_a_burst_of_turns_is_one_update(service: MemoryService, address: Address) -> None:
+    tree = service.tree
+    tree.config = replace(tree.config, tree_update_window_s=3600.0, tree_update_max_pending=100)
+    ids: set[int] = set()
+    for day in range(6):
+        ids.update(await say(service, address, day))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    # Within the window nothing has run: the turns wait in the person's queue.
+    assert list(tree.update_items) == []
+    assert await tree.nodes(address.person_id) == {}
+    await tree.idle()
+    # ``idle`` runs the queue now, as one update for the whole burst.
+    assert list(tree.update_items) == [len(ids)]
+    check_whole(await tree.nodes(address.person_id), ids)
+    # A full queue does not wait for the window.
+    tree.config = replace(tree.config, tree_update_max_pending=2)
+    for day in (6, 7):
+        ids.update(await say(service, address, day))
+    for _ in range(600):
+        if len(tree.update_items) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert list(tree.update_items) == [6, 2]
+    check_whole(await tree.nodes(address.person_id), ids)
 
 
 async def test_a_thematic_question_packs_clusters_under_their_topics(

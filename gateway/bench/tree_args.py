@@ -26,6 +26,13 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="a folder `agentgw bench pack --items N --store DIR` filled (copied, not changed)",
     )
     tree.add_argument("--adds", type=int, default=200, help="turns added one at a time")
+    tree.add_argument(
+        "--burst",
+        type=int,
+        default=10,
+        help="then --adds more turns in bursts of this many, one coalesced update per "
+        "burst (0: no burst phase)",
+    )
     tree.add_argument("--queries", type=int, default=200, help="questions packed (tree on/off)")
     tree.add_argument("--budget", type=int, default=1000, help="pack budget in tokens")
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")

@@ -12,6 +12,11 @@ On a copy of a kept ``bench pack`` store (``--store``, 100,000 items by default:
    ``tree_update_p50_ms`` / ``tree_update_p95_ms`` / ``tree_update_max_ms``, and
    the process's CPU over each (``tree_update_cpu_p50_ms`` / ``_p95_ms``).
    Turns of one day grow a note, a new day adds a leaf; some clusters split.
+   Then ``--adds`` more turns in bursts of ``--burst``, each burst placed by one
+   coalesced update (as ``memory.tree_update_window_s`` does for turns that come
+   within the window): ``tree_burst_update_cpu_p50_ms`` / ``_p95_ms`` per update,
+   and ``tree_update_cpu_per_turn_ms`` — the CPU of all the burst updates over the
+   turns they placed, what a turn costs amortised.
 3. **The pack with the tree**: ``--queries`` questions — the pack bench's
    specific ones and, every fourth, a broad or thematic one — each packed with
    the tree's pack on and off (``MemoryTree.packing``), in alternating order in
@@ -55,7 +60,9 @@ WIDE = [
 ]
 
 
-async def run(config: Config, items: int, adds: int, queries: int) -> dict[str, Any]:
+async def run(
+    config: Config, items: int, adds: int, queries: int, burst: int = 0
+) -> dict[str, Any]:
     embedder = await asyncio.to_thread(load_embedder, config.memory)
     async with Store(config.database_url) as store:
         service = MemoryService(store, config.memory, config.data_dir / "memory-index", embedder)
@@ -95,6 +102,33 @@ async def run(config: Config, items: int, adds: int, queries: int) -> dict[str, 
         bar.close()
         updates = [s * 1000 for s in tree.update_seconds]
         cpu = [s * 1000 for s in tree.update_cpu_seconds]
+        # Bursts: the turns of one burst come within the update window, and ``idle``
+        # runs the person's queue at its end, as the window's timer would.
+        tree.update_seconds.clear()
+        tree.update_cpu_seconds.clear()
+        tree.update_items.clear()
+        bursts = -(-adds // burst) if burst > 0 else 0
+        bar = progress(bursts, "coalesced updates", "burst")
+        for b in range(bursts):
+            for n in range(adds + b * burst, adds + min(adds, (b + 1) * burst)):
+                await service.ingest(
+                    [
+                        Episode(
+                            person_id=person,
+                            text=sentence(rng, items + n),
+                            at=after + timedelta(minutes=10 * n),
+                            role="user" if n % 2 == 0 else "assistant",
+                            speaker="Sam" if n % 2 == 0 else "Ada",
+                            conversation_id=address.conversation_id,
+                            source_ref=f"tree-bench-{n}",
+                        )
+                    ]
+                )
+            await tree.idle()
+            bar.update()
+        bar.close()
+        burst_cpu = [s * 1000 for s in tree.update_cpu_seconds]
+        placed = sum(tree.update_items)
         nodes_after = await tree.nodes(person)
         asked = after + timedelta(days=2)
         warm = random.Random(SEED + 1)
@@ -139,6 +173,11 @@ async def run(config: Config, items: int, adds: int, queries: int) -> dict[str, 
         "tree_update_max_ms": round(max(updates), 2) if updates else None,
         "tree_update_cpu_p50_ms": percentile(cpu, 0.5) if cpu else None,
         "tree_update_cpu_p95_ms": percentile(cpu, 0.95) if cpu else None,
+        "tree_burst": burst,
+        "tree_burst_updates": len(burst_cpu),
+        "tree_burst_update_cpu_p50_ms": percentile(burst_cpu, 0.5) if burst_cpu else None,
+        "tree_burst_update_cpu_p95_ms": percentile(burst_cpu, 0.95) if burst_cpu else None,
+        "tree_update_cpu_per_turn_ms": round(sum(burst_cpu) / placed, 2) if placed else None,
         "tree_nodes_after_adds": len(nodes_after),
         "queries": queries,
         "pack_p95_ms": on,
@@ -157,6 +196,8 @@ async def run(config: Config, items: int, adds: int, queries: int) -> dict[str, 
 def main(args: argparse.Namespace) -> int:
     if args.adds < 1 or args.queries < 1:
         raise ConfigError("--adds and --queries must be 1 or more")
+    if args.burst < 0:
+        raise ConfigError("--burst must be 0 or more")
     kept = Path(args.store)
     items = stored_items(kept)
     if items == 0:
@@ -178,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
                 "memory": {"budget_tokens": args.budget, "tree": True},
             },
         )
-        result = asyncio.run(run(config, items, args.adds, args.queries))
+        result = asyncio.run(run(config, items, args.adds, args.queries, args.burst))
     targets = tree_targets(result)
     if args.json:
         print(json.dumps(result, indent=2))

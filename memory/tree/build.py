@@ -27,6 +27,8 @@ SOFT_SHARE = 0.3
 MIN_QUOTE_WORDS = 8
 # Components tried per clustering (BIC picks among them).
 MAX_COMPONENTS = 12
+# The lines a leaf keeps (its clusters' summaries are chosen among its leaves' lines).
+LEAF_LINES = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -58,6 +60,14 @@ class Leaf:
     speaker: str = ""
     # The mean of the items' vectors (kept so a note can grow without its items read).
     mean: NDArray[np.float32] | None = None
+    # Its best lines (``leaf_lines``): what the leaf stores, and what its clusters'
+    # summaries are ranked from (set by ``build``; computed once when the leaf changes).
+    lines: list[Quote] | None = None
+
+    def best_lines(self) -> list[Quote]:
+        if self.lines is None:
+            self.lines = leaf_lines(self.quotes)
+        return self.lines
 
     @property
     def first_at(self) -> datetime:
@@ -205,7 +215,9 @@ def build(leaves: Sequence[Leaf], cluster_max: int, topic_max: int, *, seed: int
             [m.key for m in members],
             sorted({i for m in members for i in m.item_ids}),
         )
-        summarise(group, [q for m in members for q in m.quotes], 3)
+        # From the members' best lines, not all their sentences: an incremental update
+        # then re-ranks ~3 lines per leaf instead of every sentence of every member.
+        summarise(group, [q for m in members for q in m.best_lines()], 3)
         clusters.append(group)
     centroids = np.stack(centres)
     topics: list[Group] = []
@@ -244,11 +256,16 @@ def nearest(
     return chosen
 
 
-def key_quote(quotes: Sequence[Quote]) -> list[Quote]:
-    """A leaf's one line: the shortest of its three most central long-enough sentences
-    (a broad pack quotes one line per leaf, so a shorter line leaves room for more)."""
-    top = central(quotes, 3)
-    return [min(top, key=lambda q: (len(q.text), q.at))] if top else []
+def leaf_lines(quotes: Sequence[Quote]) -> list[Quote]:
+    """A leaf's best lines: its ``LEAF_LINES`` most central long-enough sentences, the
+    key line first — the shortest of them (a broad pack quotes one line per leaf, the
+    first, so a shorter line leaves room for more). Its clusters are summarised from
+    these lines."""
+    top = central(quotes, LEAF_LINES)
+    if not top:
+        return []
+    key = min(top, key=lambda q: (len(q.text), q.at))
+    return [key, *(q for q in top if q is not key)]
 
 
 def inherit_keys(built: Built, old: Mapping[str, tuple[int, set[int]]]) -> None:

@@ -23,11 +23,8 @@ items with, so its history continues. Every summary written is a new row of
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -46,6 +43,7 @@ from memory.repo.vectors import stored_vectors
 from memory.tree import build as tb
 from memory.tree import grow
 from memory.tree.models import TreeNode, TreeNodeVersion
+from memory.tree.queue import UpdateQueue
 from memory.types import ItemStatus, ItemType
 from memory.utility import UtilityModel
 
@@ -106,8 +104,9 @@ def _view(row: TreeNode) -> NodeView:
     )
 
 
-class MemoryTree:
-    """Builds, updates and reads the people's trees (one per ``MemoryService``)."""
+class MemoryTree(UpdateQueue):
+    """Builds, updates and reads the people's trees (one per ``MemoryService``); the
+    updates' background queue is ``UpdateQueue``'s (memory/tree/queue.py)."""
 
     def __init__(
         self,
@@ -122,15 +121,7 @@ class MemoryTree:
         self._utility = utility
         self._cache: dict[int, dict[str, NodeView]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
-        self._dirty: set[int] = set()
-        # The items written since each person's last update (what the update reads).
-        self._pending: dict[int, set[int]] = {}
-        # Seconds of the last updates (the tree bench's per-item figure).
-        self.update_seconds: deque[float] = deque(maxlen=10_000)
-        # The process's CPU seconds over each update (its threads included): on a shared
-        # machine the wall time above is mostly waiting.
-        self.update_cpu_seconds: deque[float] = deque(maxlen=10_000)
-        self._task: asyncio.Task[None] | None = None
+        UpdateQueue.__init__(self)
         # Whether the pack uses the tree (a bench measures the flat pack beside it).
         self.packing = True
 
@@ -508,44 +499,6 @@ class MemoryTree:
         self._cache.pop(person_id, None)
         return version
 
-    # -- off the reply's path ----------------------------------------------------------
-
-    def schedule(self, written: Mapping[int, Iterable[int]]) -> None:
-        """Queue the incremental updates for these items, by person (one worker in the
-        background, coalesced per person; the reply never waits for it)."""
-        for person_id, ids in written.items():
-            self._pending.setdefault(person_id, set()).update(ids)
-            self._dirty.add(person_id)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-
-    async def _drain(self) -> None:
-        while self._dirty:
-            person_id = min(self._dirty)
-            self._dirty.discard(person_id)
-            started, cpu = time.perf_counter(), time.process_time()
-            try:
-                await self.update(person_id)
-                self.update_seconds.append(time.perf_counter() - started)
-                self.update_cpu_seconds.append(time.process_time() - cpu)
-            except Exception:  # the next write schedules it again; the reply never waits
-                log.exception("tree: update of person %d failed", person_id)
-            log.debug("tree: person %d updated in %.3fs", person_id, time.perf_counter() - started)
-
-    async def idle(self) -> None:
-        """Wait for the queued updates (tests, benches, shutdown)."""
-        while self._task is not None and not self._task.done():
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._task)
-
-    async def aclose(self) -> None:
-        self._dirty.clear()
-        self._pending.clear()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-
 
 Spec = tuple[str, int, list[str], list[int], list[tb.Quote], datetime | None, datetime | None]
 
@@ -555,7 +508,7 @@ def _specs(built: tb.Built) -> list[Spec]:
     specs: list[Spec] = []
     for leaf in built.leaves:
         specs.append(
-            (leaf.key, 0, [], leaf.item_ids, tb.key_quote(leaf.quotes), leaf.first_at, leaf.last_at)
+            (leaf.key, 0, [], leaf.item_ids, leaf.best_lines(), leaf.first_at, leaf.last_at)
         )
     for group in [*built.clusters, *built.topics, built.root]:
         ats = [q.at for q in group.quotes]
