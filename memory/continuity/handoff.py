@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, bindparam, func, select
 
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
@@ -109,6 +109,17 @@ def extractive_note(messages: Sequence[tuple[str, datetime]]) -> str:
     return "\n".join(lines)
 
 
+# Built once, the person and the limit bound at execution: building it cost the
+# event loop a share of every turn (issue 28, "CPU per turn").
+_HISTORY = (
+    select(Handoff, Conversation.channel)
+    .outerjoin(Conversation, Conversation.id == Handoff.conversation_id)
+    .where(Handoff.person_id == bindparam("person_id"))
+    .order_by(Handoff.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+
+
 class HandoffBook:
     """Writes and reads the notes; every writer (session end, CLI, panel) goes through it."""
 
@@ -143,15 +154,9 @@ class HandoffBook:
 
     async def history(self, person_id: int, limit: int = 20) -> list[HandoffNote]:
         """The person's notes, newest first."""
-        query = (
-            select(Handoff, Conversation.channel)
-            .outerjoin(Conversation, Conversation.id == Handoff.conversation_id)
-            .where(Handoff.person_id == person_id)
-            .order_by(Handoff.id.desc())
-            .limit(limit)
-        )
+        params = {"person_id": person_id, "limit": limit}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.execute(query).all())
+        rows = await self.store.read_orm(lambda session: session.execute(_HISTORY, params).all())
         return [_note(row, channel) for row, channel in rows]
 
     async def write(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import or_, select
+from sqlalchemy import bindparam, or_, select
 
 from gateway.errors import InputError
 from gateway.store import Store
@@ -102,6 +102,19 @@ def _info(row: Lesson, source_text: str | None = None) -> LessonInfo:
         row.updated_at,
         source_text,
     )
+
+
+# Built once, the person bound at execution: building it cost the event loop a
+# share of every turn (issue 28, "CPU per turn").
+_FOR_PROMPT = (
+    select(Lesson)
+    .where(
+        or_(Lesson.person_id == bindparam("person_id"), Lesson.person_id.is_(None)),
+        Lesson.enabled.is_(True),
+        Lesson.replaced_by.is_(None),
+    )
+    .order_by(Lesson.id)
+)
 
 
 class LessonBook:
@@ -281,17 +294,9 @@ class LessonBook:
 
     async def for_prompt(self, person_id: int) -> PromptLessons:
         """The lessons of a person's prompt (theirs and the global ones) within the budget."""
-        query = (
-            select(Lesson)
-            .where(
-                or_(Lesson.person_id == person_id, Lesson.person_id.is_(None)),
-                Lesson.enabled.is_(True),
-                Lesson.replaced_by.is_(None),
-            )
-            .order_by(Lesson.id)
-        )
+        params = {"person_id": person_id}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
+        rows = await self.store.read_orm(lambda session: session.scalars(_FOR_PROMPT, params).all())
         own_slots = {r.slot for r in rows if r.person_id is not None and r.slot}
         candidates = [r for r in rows if r.person_id is not None or r.slot not in own_slots]
         # Most-taught first, then newest: what the budget keeps.

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 
 from gateway.clock import local
 from gateway.store import Store
@@ -65,6 +65,28 @@ def _stored(row: ObservationRow) -> StoredObservation:
     )
 
 
+# The per-turn reads, built once with their ids bound at execution: building them
+# cost the event loop a share of every turn (issue 28, "CPU per turn").
+_UNOBSERVED_TOKENS = select(func.coalesce(func.sum(Message.tokens), 0)).where(
+    Message.conversation_id == bindparam("conversation_id"),
+    Message.id
+    > func.coalesce(
+        select(ObserveCursor.observed_through_message_id)
+        .where(ObserveCursor.conversation_id == bindparam("conversation_id"))
+        .scalar_subquery(),
+        0,
+    ),
+)
+_ACTIVE = (
+    select(ObservationRow)
+    .where(
+        ObservationRow.person_id == bindparam("person_id"),
+        ObservationRow.status == ObservationStatus.ACTIVE,
+    )
+    .order_by(ObservationRow.observed_at, ObservationRow.id)
+)
+
+
 class ObservationLog:
     """The observations table, the observer's cursor and its run records."""
 
@@ -100,16 +122,10 @@ class ObservationLog:
     async def unobserved_tokens(self, conversation_id: int) -> int:
         """The tokens of the messages the observer has not read: one statement, no rows
         (every turn asks whether a pass is due)."""
-        through = (
-            select(ObserveCursor.observed_through_message_id)
-            .where(ObserveCursor.conversation_id == conversation_id)
-            .scalar_subquery()
+        params = {"conversation_id": conversation_id}
+        tokens = await self.store.read(
+            lambda connection: connection.scalar(_UNOBSERVED_TOKENS, params)
         )
-        query = select(func.coalesce(func.sum(Message.tokens), 0)).where(
-            Message.conversation_id == conversation_id,
-            Message.id > func.coalesce(through, 0),
-        )
-        tokens = await self.store.read(lambda connection: connection.scalar(query))
         return int(tokens or 0)
 
     async def advance(self, conversation_id: int, through_message_id: int) -> None:
@@ -170,16 +186,9 @@ class ObservationLog:
         return ids
 
     async def active(self, person_id: int) -> list[StoredObservation]:
-        query = (
-            select(ObservationRow)
-            .where(
-                ObservationRow.person_id == person_id,
-                ObservationRow.status == ObservationStatus.ACTIVE,
-            )
-            .order_by(ObservationRow.observed_at, ObservationRow.id)
-        )
+        params = {"person_id": person_id}
         # Every turn's observations block reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
+        rows = await self.store.read_orm(lambda session: session.scalars(_ACTIVE, params).all())
         return [_stored(row) for row in rows]
 
     async def all(self, person_id: int) -> list[StoredObservation]:
