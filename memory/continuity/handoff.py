@@ -16,8 +16,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Integer, bindparam, func, select
+from sqlalchemy import Integer, Row, bindparam, func, select
 
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
@@ -62,7 +63,7 @@ class HandoffNote:
     created_at: datetime
 
 
-def _note(row: Handoff, channel: str | None) -> HandoffNote:
+def _note(row: Handoff | Row[Any], channel: str | None) -> HandoffNote:
     return HandoffNote(
         row.id,
         row.person_id,
@@ -111,8 +112,10 @@ def extractive_note(messages: Sequence[tuple[str, datetime]]) -> str:
 
 # Built once, the person and the limit bound at execution: building it cost the
 # event loop a share of every turn (issue 28, "CPU per turn").
+# Its columns, not the mapped class: Core rows (same attribute names) cost the reader
+# thread no ORM session or identity map.
 _HISTORY = (
-    select(Handoff, Conversation.channel)
+    select(Handoff.__table__, Conversation.channel)
     .outerjoin(Conversation, Conversation.id == Handoff.conversation_id)
     .where(Handoff.person_id == bindparam("person_id"))
     .order_by(Handoff.id.desc())
@@ -156,8 +159,8 @@ class HandoffBook:
         """The person's notes, newest first."""
         params = {"person_id": person_id, "limit": limit}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.execute(_HISTORY, params).all())
-        return [_note(row, channel) for row, channel in rows]
+        rows = await self.store.read(lambda connection: connection.execute(_HISTORY, params).all())
+        return [_note(row, row.channel) for row in rows]
 
     async def write(
         self,

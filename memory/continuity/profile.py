@@ -94,8 +94,10 @@ def render_lines(lines: list[ProfileLine] | tuple[ProfileLine, ...]) -> str:
 
 
 # Built once, the person bound at execution (every turn's prompt reads it; issue 28).
+# Its columns, not the mapped class: Core rows (same attribute names) cost the reader
+# thread no ORM session or identity map.
 _LATEST = (
-    select(Profile)
+    select(Profile.__table__)
     .where(Profile.person_id == bindparam("person_id"))
     .order_by(Profile.id.desc())
     .limit(1)
@@ -205,7 +207,7 @@ class ProfileBook:
     async def latest(self, person_id: int) -> ProfileInfo | None:
         params = {"person_id": person_id}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        row = await self.store.read_orm(lambda session: session.scalars(_LATEST, params).first())
+        row = await self.store.read(lambda connection: connection.execute(_LATEST, params).first())
         if row is None:
             return None
         lines = tuple(

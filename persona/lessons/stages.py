@@ -46,9 +46,10 @@ MODEL_BRAINS = ("claude", "openai")
 
 # The conversation's verdicts after its scan cursor (the cursor read as a subquery:
 # one statement). Built once, the conversation bound at execution: building it cost
-# the event loop a share of every turn (issue 28, "CPU per turn").
+# the event loop a share of every turn (issue 28, "CPU per turn"). Its columns, not
+# the mapped class: Core rows (same attribute names) cost no ORM session.
 _UNREAD = (
-    select(SyncScoreRow)
+    select(SyncScoreRow.__table__)
     .where(
         SyncScoreRow.conversation_id == bindparam("conversation_id"),
         SyncScoreRow.id
@@ -142,7 +143,7 @@ class LessonLoop:
         # Read first: most turns have no new verdict, and then cost no write.
         # One statement, one hop on a reader thread (every turn runs it; issue 28).
         params = {"conversation_id": conversation_id}
-        rows = await self.store.read_orm(lambda session: session.scalars(_UNREAD, params).all())
+        rows = await self.store.read(lambda connection: connection.execute(_UNREAD, params).all())
         if not rows:
             return []
         # The lane runs one turn of a conversation at a time: no other writer of its cursor.

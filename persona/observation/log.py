@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC
+from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import Row, bindparam, func, select, update
 
 from gateway.clock import local
 from gateway.store import Store
@@ -44,7 +45,7 @@ class StoredObservation:
     memory_item_id: int | None
 
 
-def _stored(row: ObservationRow) -> StoredObservation:
+def _stored(row: ObservationRow | Row[Any]) -> StoredObservation:
     return StoredObservation(
         row.id,
         row.person_id,
@@ -77,8 +78,10 @@ _UNOBSERVED_TOKENS = select(func.coalesce(func.sum(Message.tokens), 0)).where(
         0,
     ),
 )
+# Its columns, not the mapped class: Core rows (same attribute names) cost the reader
+# thread no ORM session or identity map.
 _ACTIVE = (
-    select(ObservationRow)
+    select(ObservationRow.__table__)
     .where(
         ObservationRow.person_id == bindparam("person_id"),
         ObservationRow.status == ObservationStatus.ACTIVE,
@@ -188,7 +191,7 @@ class ObservationLog:
     async def active(self, person_id: int) -> list[StoredObservation]:
         params = {"person_id": person_id}
         # Every turn's observations block reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.scalars(_ACTIVE, params).all())
+        rows = await self.store.read(lambda connection: connection.execute(_ACTIVE, params).all())
         return [_stored(row) for row in rows]
 
     async def all(self, person_id: int) -> list[StoredObservation]:
