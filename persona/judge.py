@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, bindparam, insert, select
 
 from gateway.brains.base import ChatMessage
 from gateway.config import PersonaConfig
@@ -258,6 +258,17 @@ class SyncScorer:
         self.store = store
         self.judge = judge
         self.policy = policy
+        # The conversation's last EWMAs, built once (the window is the policy's), the
+        # conversation bound at execution: every turn runs it (issue 28, "CPU per turn").
+        self._previous = (
+            select(SyncScoreRow.ewma)
+            .where(
+                SyncScoreRow.conversation_id == bindparam("conversation_id"),
+                SyncScoreRow.ewma.is_not(None),
+            )
+            .order_by(SyncScoreRow.turn_id.desc())
+            .limit(policy.trend_window)
+        )
 
     async def score(
         self,
@@ -268,15 +279,7 @@ class SyncScorer:
         item: JudgeInput,
     ) -> Verdict:
         judgement = await self.judge.judge(item)
-        previous_query = (
-            select(SyncScoreRow.ewma)
-            .where(
-                SyncScoreRow.conversation_id == conversation_id,
-                SyncScoreRow.ewma.is_not(None),
-            )
-            .order_by(SyncScoreRow.turn_id.desc())
-            .limit(self.policy.trend_window)
-        )
+        previous_query = self._previous
 
         def work(connection: Connection) -> Verdict:
             # Plain Core in the store's writer (one hop, no ORM unit of work): every
@@ -290,7 +293,9 @@ class SyncScorer:
                 .where(Conversation.id == conversation_id)
                 .with_for_update(key_share=True)
             )
-            previous = connection.scalars(previous_query).all()
+            previous = connection.scalars(
+                previous_query, {"conversation_id": conversation_id}
+            ).all()
             history = [float(v) for v in reversed(previous) if v is not None]
             composite = None
             ewma = history[-1] if history else None

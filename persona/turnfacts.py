@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, bindparam, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from gateway.prompt import PromptDraft, TurnContext
@@ -34,54 +34,64 @@ class PersonaTurn:
     latest_action: tuple[ActionKind, int] | None = None
 
 
-def _latest_score(column: Any, conversation_id: int) -> ColumnElement[Any]:
+# The conversation's id, bound at execution: the statement is built once, at import
+# (building it cost the event loop ~1 ms a turn; issue 28, "CPU per turn").
+_CONVERSATION = bindparam("conversation_id", type_=Integer)
+
+
+def _latest_score(column: Any) -> ColumnElement[Any]:
     return (
         select(column)
-        .where(SyncScoreRow.conversation_id == conversation_id)
+        .where(SyncScoreRow.conversation_id == _CONVERSATION)
         .order_by(SyncScoreRow.turn_id.desc())
         .limit(1)
         .scalar_subquery()
     )
 
 
-def _latest_action(column: Any, conversation_id: int) -> ColumnElement[Any]:
+def _latest_action(column: Any) -> ColumnElement[Any]:
     return (
         select(column)
-        .where(PersonaAction.conversation_id == conversation_id)
+        .where(PersonaAction.conversation_id == _CONVERSATION)
         .order_by(PersonaAction.id.desc())
         .limit(1)
         .scalar_subquery()
     )
 
 
+_TURN_FACTS = select(
+    select(func.max(PersonaVersion.version)).scalar_subquery(),
+    select(ObserveCursor.observed_through_message_id)
+    .where(ObserveCursor.conversation_id == _CONVERSATION)
+    .scalar_subquery(),
+    select(PersonaAction.detail)
+    .where(
+        PersonaAction.conversation_id == _CONVERSATION,
+        PersonaAction.kind == ActionKind.REBASE,
+    )
+    .order_by(PersonaAction.id.desc())
+    .limit(1)
+    .scalar_subquery(),
+    _latest_score(SyncScoreRow.id),
+    _latest_score(SyncScoreRow.ewma),
+    _latest_score(SyncScoreRow.tier),
+    _latest_score(SyncScoreRow.trend),
+    select(func.count())
+    .select_from(SyncScoreRow)
+    .where(SyncScoreRow.conversation_id == _CONVERSATION)
+    .scalar_subquery(),
+    _latest_action(PersonaAction.kind),
+    _latest_action(PersonaAction.detail),
+)
+
+
 async def read_persona_turn(book: PersonaBook, conversation_id: int) -> PersonaTurn:
     """The facts in one statement (plus one when a new persona version came up)."""
-    query = select(
-        select(func.max(PersonaVersion.version)).scalar_subquery(),
-        select(ObserveCursor.observed_through_message_id)
-        .where(ObserveCursor.conversation_id == conversation_id)
-        .scalar_subquery(),
-        select(PersonaAction.detail)
-        .where(
-            PersonaAction.conversation_id == conversation_id,
-            PersonaAction.kind == ActionKind.REBASE,
-        )
-        .order_by(PersonaAction.id.desc())
-        .limit(1)
-        .scalar_subquery(),
-        _latest_score(SyncScoreRow.id, conversation_id),
-        _latest_score(SyncScoreRow.ewma, conversation_id),
-        _latest_score(SyncScoreRow.tier, conversation_id),
-        _latest_score(SyncScoreRow.trend, conversation_id),
-        select(func.count())
-        .select_from(SyncScoreRow)
-        .where(SyncScoreRow.conversation_id == conversation_id)
-        .scalar_subquery(),
-        _latest_action(PersonaAction.kind, conversation_id),
-        _latest_action(PersonaAction.detail, conversation_id),
-    )
     # A plain read on a reader thread: one hop, where a session pays several a statement.
-    row = await book.store.read(lambda connection: tuple(connection.execute(query).one()))
+    params = {"conversation_id": conversation_id}
+    row = await book.store.read(
+        lambda connection: tuple(connection.execute(_TURN_FACTS, params).one())
+    )
     version, through, standing, score_id, ewma, tier, trend, verdicts, kind, detail = row
     latest = None
     if kind is not None and detail and "turn_number" in detail:

@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Row, bindparam, func, select
+from sqlalchemy.orm import aliased
 
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
@@ -99,13 +99,13 @@ def _ago(days: int) -> str:
     return "today" if days == 0 else ("1 day ago" if days == 1 else f"{days} days ago")
 
 
-def _note(row: FocusEntry) -> FocusNote:
+def _note(row: FocusEntry | Row[Any]) -> FocusNote:
     return FocusNote(
         row.id, row.action, row.text, row.origin, row.source_message_id, row.created_at
     )
 
 
-def _decision(row: Decision, reversed_by: int | None = None) -> DecisionInfo:
+def _decision(row: Decision | Row[Any], reversed_by: int | None = None) -> DecisionInfo:
     return DecisionInfo(
         row.id,
         row.person_id,
@@ -185,7 +185,7 @@ class ContinuityBook:
     async def focus(self, person_id: int, now: datetime | None = None) -> FocusState | None:
         """The person's focus (faded or not), or None when there is none or it was cleared."""
         now = now or utcnow()
-        rows = await self.store.read_orm(partial(_focus_rows, person_id))
+        rows = await self.store.read(partial(_focus_rows, person_id))
         if not rows:
             return None
         head, updates = rows[0], rows[1:]
@@ -313,8 +313,8 @@ class ContinuityBook:
     async def decisions(self, person_id: int, last: int | None = None) -> list[DecisionInfo]:
         """The person's decisions, oldest first (the newest ``last`` of them)."""
         # Every turn's prompt reads these: one hop on a reader thread (issue 28).
-        rows, later = await self.store.read_orm(partial(_decision_rows, person_id, last))
-        return [_decision(row, later.get(row.id)) for row in reversed(rows)]
+        rows = await self.store.read(partial(_decision_rows, person_id, last))
+        return [_decision(row, row.reversed_by) for row in reversed(rows)]
 
     async def reversed_one(
         self, person_id: int, text: str, conversation_id: int | None = None
@@ -425,40 +425,49 @@ class ContinuityBook:
         return "\n".join([DECISIONS_HEADER, *reversed(shown)])
 
 
-def _focus_rows(person_id: int, session: Session) -> list[FocusEntry]:
-    """The person's entries from the last set or clear on (none: never set)."""
-    last_set = session.scalar(
-        select(func.max(FocusEntry.id)).where(
-            FocusEntry.person_id == person_id,
+# The person's focus entries from the last set or clear on (none: never set, as
+# ``id >= NULL`` holds for no row), in one statement with the person bound at
+# execution; its columns, not the mapped class: Core rows (same attribute names)
+# cost the reader thread no ORM session (every turn reads it; issue 28).
+_FOCUS = (
+    select(FocusEntry.__table__)
+    .where(
+        FocusEntry.person_id == bindparam("person_id"),
+        FocusEntry.id
+        >= select(func.max(FocusEntry.id))
+        .where(
+            FocusEntry.person_id == bindparam("person_id"),
             FocusEntry.action.in_((FocusAction.SET, FocusAction.CLEAR)),
         )
+        .scalar_subquery(),
     )
-    if last_set is None:
-        return []
-    return list(
-        session.scalars(
-            select(FocusEntry)
-            .where(FocusEntry.person_id == person_id, FocusEntry.id >= last_set)
-            .order_by(FocusEntry.id)
-        )
+    .order_by(FocusEntry.id)
+)
+
+_LATER = aliased(Decision)
+# The person's decisions, newest first, each with the first later one that reversed
+# it (a correlated subquery: one statement, where two were).
+_DECISIONS = (
+    select(
+        Decision.__table__,
+        select(func.min(_LATER.id))
+        .where(_LATER.person_id == Decision.person_id, _LATER.reverses_id == Decision.id)
+        .correlate(Decision)
+        .scalar_subquery()
+        .label("reversed_by"),
     )
+    .where(Decision.person_id == bindparam("person_id"))
+    .order_by(Decision.id.desc())
+)
 
 
-def _decision_rows(
-    person_id: int, last: int | None, session: Session
-) -> tuple[list[Decision], dict[int | None, int]]:
-    """The person's decisions, newest first (``last`` of them), and which later one
-    reversed each."""
-    query = select(Decision).where(Decision.person_id == person_id).order_by(Decision.id.desc())
-    if last is not None:
-        query = query.limit(last)
-    rows = list(session.scalars(query))
-    pairs = session.execute(
-        select(Decision.reverses_id, func.min(Decision.id))
-        .where(
-            Decision.person_id == person_id,
-            Decision.reverses_id.in_([row.id for row in rows]),
-        )
-        .group_by(Decision.reverses_id)
-    )
-    return rows, {target: by for target, by in pairs}
+def _focus_rows(person_id: int, connection: Connection) -> list[Row[Any]]:
+    """The person's entries from the last set or clear on (none: never set)."""
+    return list(connection.execute(_FOCUS, {"person_id": person_id}).all())
+
+
+def _decision_rows(person_id: int, last: int | None, connection: Connection) -> list[Row[Any]]:
+    """The person's decisions, newest first (``last`` of them), each with
+    ``reversed_by``: the first later decision that reversed it, if any."""
+    query = _DECISIONS if last is None else _DECISIONS.limit(last)
+    return list(connection.execute(query, {"person_id": person_id}).all())

@@ -16,8 +16,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, Row, bindparam, func, select
 
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
@@ -62,7 +63,7 @@ class HandoffNote:
     created_at: datetime
 
 
-def _note(row: Handoff, channel: str | None) -> HandoffNote:
+def _note(row: Handoff | Row[Any], channel: str | None) -> HandoffNote:
     return HandoffNote(
         row.id,
         row.person_id,
@@ -109,6 +110,19 @@ def extractive_note(messages: Sequence[tuple[str, datetime]]) -> str:
     return "\n".join(lines)
 
 
+# Built once, the person and the limit bound at execution: building it cost the
+# event loop a share of every turn (issue 28, "CPU per turn").
+# Its columns, not the mapped class: Core rows (same attribute names) cost the reader
+# thread no ORM session or identity map.
+_HISTORY = (
+    select(Handoff.__table__, Conversation.channel)
+    .outerjoin(Conversation, Conversation.id == Handoff.conversation_id)
+    .where(Handoff.person_id == bindparam("person_id"))
+    .order_by(Handoff.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+
+
 class HandoffBook:
     """Writes and reads the notes; every writer (session end, CLI, panel) goes through it."""
 
@@ -143,16 +157,10 @@ class HandoffBook:
 
     async def history(self, person_id: int, limit: int = 20) -> list[HandoffNote]:
         """The person's notes, newest first."""
-        query = (
-            select(Handoff, Conversation.channel)
-            .outerjoin(Conversation, Conversation.id == Handoff.conversation_id)
-            .where(Handoff.person_id == person_id)
-            .order_by(Handoff.id.desc())
-            .limit(limit)
-        )
+        params = {"person_id": person_id, "limit": limit}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.execute(query).all())
-        return [_note(row, channel) for row, channel in rows]
+        rows = await self.store.read(lambda connection: connection.execute(_HISTORY, params).all())
+        return [_note(row, row.channel) for row in rows]
 
     async def write(
         self,

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from gateway.config import ContinuityConfig
 from gateway.store import Store
@@ -91,6 +91,17 @@ def summary_lines(
 
 def render_lines(lines: list[ProfileLine] | tuple[ProfileLine, ...]) -> str:
     return "\n".join([f"{PROFILE_HEADER}:", *(f"- {line.text}" for line in lines)])
+
+
+# Built once, the person bound at execution (every turn's prompt reads it; issue 28).
+# Its columns, not the mapped class: Core rows (same attribute names) cost the reader
+# thread no ORM session or identity map.
+_LATEST = (
+    select(Profile.__table__)
+    .where(Profile.person_id == bindparam("person_id"))
+    .order_by(Profile.id.desc())
+    .limit(1)
+)
 
 
 class ProfileBook:
@@ -194,9 +205,9 @@ class ProfileBook:
         return True
 
     async def latest(self, person_id: int) -> ProfileInfo | None:
-        query = select(Profile).where(Profile.person_id == person_id).order_by(Profile.id.desc())
+        params = {"person_id": person_id}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        row = await self.store.read_orm(lambda session: session.scalars(query.limit(1)).first())
+        row = await self.store.read(lambda connection: connection.execute(_LATEST, params).first())
         if row is None:
             return None
         lines = tuple(

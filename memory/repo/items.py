@@ -436,14 +436,21 @@ async def held_for_person(store: Store, person_id: int, limit: int) -> list[Held
         return [HeldItem(*row) for row in rows.all()]
 
 
+# Built once (every turn's ingest asks): the person and refs bound at execution.
+_EXISTING_REFS = select(MemoryItem.source_ref).where(
+    MemoryItem.person_id == bindparam("person_id"),
+    MemoryItem.source_ref.in_(bindparam("refs", expanding=True)),
+)
+
+
 async def existing_refs(store: Store, person_id: int, refs: Sequence[str]) -> set[str]:
     """Which of these source refs already have an item (a retried turn is not stored twice)."""
     if not refs:
         return set()
-    query = select(MemoryItem.source_ref).where(
-        MemoryItem.person_id == person_id, MemoryItem.source_ref.in_(list(refs))
+    params = {"person_id": person_id, "refs": list(refs)}
+    return await store.read(
+        lambda connection: set(connection.scalars(_EXISTING_REFS, params).all())
     )
-    return await store.read(lambda connection: set(connection.scalars(query).all()))
 
 
 async def forgotten_messages(store: Store, person_id: int, message_ids: Sequence[int]) -> bool:

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     Connection,
+    bindparam,
     delete,
     insert,
     select,
@@ -79,14 +80,18 @@ async def trace_for_turn(store: Store, turn_id: int) -> MemoryTrace | None:
         )
 
 
+# Built once, the turn bound at execution (every turn asks; issue 28, "CPU per turn").
+_KEPT_IDS = (
+    select(MemoryTrace.kept_ids)
+    .where(MemoryTrace.turn_id == bindparam("turn_id"))
+    .order_by(MemoryTrace.id.desc())
+    .limit(1)
+)
+
+
 async def kept_ids_for_turn(store: Store, turn_id: int) -> list[int] | None:
     """The items the turn's pack kept (None: no trace): only that column, not the
     compressed candidates a whole trace would decompress and parse (every turn)."""
-    query = (
-        select(MemoryTrace.kept_ids)
-        .where(MemoryTrace.turn_id == turn_id)
-        .order_by(MemoryTrace.id.desc())
-        .limit(1)
-    )
-    kept = await store.read(lambda connection: connection.scalar(query))
+    params = {"turn_id": turn_id}
+    kept = await store.read(lambda connection: connection.scalar(_KEPT_IDS, params))
     return None if kept is None else [int(i) for i in kept]

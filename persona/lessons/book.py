@@ -22,9 +22,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
-from sqlalchemy import or_, select
+from sqlalchemy import Row, bindparam, or_, select
 
 from gateway.errors import InputError
 from gateway.store import Store
@@ -85,7 +86,7 @@ def normalise(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower().replace("\u2019", "'")))
 
 
-def _info(row: Lesson, source_text: str | None = None) -> LessonInfo:
+def _info(row: Lesson | Row[Any], source_text: str | None = None) -> LessonInfo:
     return LessonInfo(
         row.id,
         row.person_id,
@@ -102,6 +103,21 @@ def _info(row: Lesson, source_text: str | None = None) -> LessonInfo:
         row.updated_at,
         source_text,
     )
+
+
+# Built once, the person bound at execution: building it cost the event loop a
+# share of every turn (issue 28, "CPU per turn").
+# Its columns, not the mapped class: Core rows (same attribute names) cost the reader
+# thread no ORM session or identity map.
+_FOR_PROMPT = (
+    select(Lesson.__table__)
+    .where(
+        or_(Lesson.person_id == bindparam("person_id"), Lesson.person_id.is_(None)),
+        Lesson.enabled.is_(True),
+        Lesson.replaced_by.is_(None),
+    )
+    .order_by(Lesson.id)
+)
 
 
 class LessonBook:
@@ -281,17 +297,9 @@ class LessonBook:
 
     async def for_prompt(self, person_id: int) -> PromptLessons:
         """The lessons of a person's prompt (theirs and the global ones) within the budget."""
-        query = (
-            select(Lesson)
-            .where(
-                or_(Lesson.person_id == person_id, Lesson.person_id.is_(None)),
-                Lesson.enabled.is_(True),
-                Lesson.replaced_by.is_(None),
-            )
-            .order_by(Lesson.id)
-        )
+        params = {"person_id": person_id}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
+        rows = await self.store.read(lambda c: c.execute(_FOR_PROMPT, params).all())
         own_slots = {r.slot for r in rows if r.person_id is not None and r.slot}
         candidates = [r for r in rows if r.person_id is not None or r.slot not in own_slots]
         # Most-taught first, then newest: what the budget keeps.

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sqlalchemy import Row
+
 from gateway.brains.answers import json_object
 from gateway.brains.base import BlockKind, Brain, BrainRequest, ChatMessage, Purpose, SystemBlock
 from gateway.errors import AgentGWError
@@ -196,7 +198,7 @@ def broken_rules(detail: dict[str, Any]) -> list[str]:
     ]
 
 
-def weak_dimensions(row: SyncScoreRow, below: float) -> list[str]:
+def weak_dimensions(row: SyncScoreRow | Row[Any], below: float) -> list[str]:
     return [name for name in DIMENSIONS if (v := getattr(row, name)) is not None and v < below]
 
 

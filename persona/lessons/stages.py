@@ -18,7 +18,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from gateway.brains.base import BlockKind, Brain
 from gateway.config import LessonsConfig
@@ -42,6 +42,26 @@ from persona.models import LessonOrigin, LessonScan, SyncScoreRow, VerdictStatus
 log = logging.getLogger(__name__)
 
 MODEL_BRAINS = ("claude", "openai")
+
+
+# The conversation's verdicts after its scan cursor (the cursor read as a subquery:
+# one statement). Built once, the conversation bound at execution: building it cost
+# the event loop a share of every turn (issue 28, "CPU per turn"). Its columns, not
+# the mapped class: Core rows (same attribute names) cost no ORM session.
+_UNREAD = (
+    select(SyncScoreRow.__table__)
+    .where(
+        SyncScoreRow.conversation_id == bindparam("conversation_id"),
+        SyncScoreRow.id
+        > func.coalesce(
+            select(LessonScan.scanned_through_verdict_id)
+            .where(LessonScan.conversation_id == bindparam("conversation_id"))
+            .scalar_subquery(),
+            0,
+        ),
+    )
+    .order_by(SyncScoreRow.id)
+)
 
 
 @dataclass(frozen=True)
@@ -122,20 +142,8 @@ class LessonLoop:
         """Lessons from the conversation's judged mistakes not read yet (each read once)."""
         # Read first: most turns have no new verdict, and then cost no write.
         # One statement, one hop on a reader thread (every turn runs it; issue 28).
-        cursor_of = (
-            select(LessonScan.scanned_through_verdict_id)
-            .where(LessonScan.conversation_id == conversation_id)
-            .scalar_subquery()
-        )
-        query = (
-            select(SyncScoreRow)
-            .where(
-                SyncScoreRow.conversation_id == conversation_id,
-                SyncScoreRow.id > func.coalesce(cursor_of, 0),
-            )
-            .order_by(SyncScoreRow.id)
-        )
-        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
+        params = {"conversation_id": conversation_id}
+        rows = await self.store.read(lambda connection: connection.execute(_UNREAD, params).all())
         if not rows:
             return []
         # The lane runs one turn of a conversation at a time: no other writer of its cursor.

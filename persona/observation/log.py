@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Row, bindparam, func, select, update
 
 from gateway.clock import local
 from gateway.store import Store
@@ -44,7 +45,7 @@ class StoredObservation:
     memory_item_id: int | None
 
 
-def _stored(row: ObservationRow) -> StoredObservation:
+def _stored(row: ObservationRow | Row[Any]) -> StoredObservation:
     return StoredObservation(
         row.id,
         row.person_id,
@@ -63,6 +64,30 @@ def _stored(row: ObservationRow) -> StoredObservation:
         row.author,
         row.memory_item_id,
     )
+
+
+# The per-turn reads, built once with their ids bound at execution: building them
+# cost the event loop a share of every turn (issue 28, "CPU per turn").
+_UNOBSERVED_TOKENS = select(func.coalesce(func.sum(Message.tokens), 0)).where(
+    Message.conversation_id == bindparam("conversation_id"),
+    Message.id
+    > func.coalesce(
+        select(ObserveCursor.observed_through_message_id)
+        .where(ObserveCursor.conversation_id == bindparam("conversation_id"))
+        .scalar_subquery(),
+        0,
+    ),
+)
+# Its columns, not the mapped class: Core rows (same attribute names) cost the reader
+# thread no ORM session or identity map.
+_ACTIVE = (
+    select(ObservationRow.__table__)
+    .where(
+        ObservationRow.person_id == bindparam("person_id"),
+        ObservationRow.status == ObservationStatus.ACTIVE,
+    )
+    .order_by(ObservationRow.observed_at, ObservationRow.id)
+)
 
 
 class ObservationLog:
@@ -100,16 +125,10 @@ class ObservationLog:
     async def unobserved_tokens(self, conversation_id: int) -> int:
         """The tokens of the messages the observer has not read: one statement, no rows
         (every turn asks whether a pass is due)."""
-        through = (
-            select(ObserveCursor.observed_through_message_id)
-            .where(ObserveCursor.conversation_id == conversation_id)
-            .scalar_subquery()
+        params = {"conversation_id": conversation_id}
+        tokens = await self.store.read(
+            lambda connection: connection.scalar(_UNOBSERVED_TOKENS, params)
         )
-        query = select(func.coalesce(func.sum(Message.tokens), 0)).where(
-            Message.conversation_id == conversation_id,
-            Message.id > func.coalesce(through, 0),
-        )
-        tokens = await self.store.read(lambda connection: connection.scalar(query))
         return int(tokens or 0)
 
     async def advance(self, conversation_id: int, through_message_id: int) -> None:
@@ -170,16 +189,9 @@ class ObservationLog:
         return ids
 
     async def active(self, person_id: int) -> list[StoredObservation]:
-        query = (
-            select(ObservationRow)
-            .where(
-                ObservationRow.person_id == person_id,
-                ObservationRow.status == ObservationStatus.ACTIVE,
-            )
-            .order_by(ObservationRow.observed_at, ObservationRow.id)
-        )
+        params = {"person_id": person_id}
         # Every turn's observations block reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read_orm(lambda session: session.scalars(query).all())
+        rows = await self.store.read(lambda connection: connection.execute(_ACTIVE, params).all())
         return [_stored(row) for row in rows]
 
     async def all(self, person_id: int) -> list[StoredObservation]:
