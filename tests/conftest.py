@@ -27,6 +27,7 @@ from gateway.config import Config, load_config
 from gateway.runtime import GATEWAY, Gateway
 from gateway.store import Store
 from gateway.store.db import alembic_config
+from tests.browser_socket import BrowserLikeSocket
 
 _real_connect = socket.socket.connect
 
@@ -152,7 +153,9 @@ async def start_gateway(
     # Serving starts before the models are loaded; tests start from a ready gateway
     # (tests/test_startup.py covers the time before).
     await server.app[GATEWAY].ready.wait()
-    return server, aiohttp.ClientSession()
+    # Sockets answer the server's heartbeat while a test awaits other work, as a
+    # browser's do (tests/browser_socket.py).
+    return server, aiohttp.ClientSession(ws_response_class=BrowserLikeSocket)
 
 
 @pytest.fixture
