@@ -34,6 +34,12 @@ class MeteredBrain:
     def name(self) -> str:
         return self.inner.name
 
+    @property
+    def supports_tools(self) -> bool:
+        # The pipeline offers the model its tools only when the brain speaks tool
+        # calling (gateway/pipeline.py): the wrapper must not hide that.
+        return bool(getattr(self.inner, "supports_tools", False))
+
     def stream(self, request: BrainRequest) -> AsyncIterator[BrainEvent]:
         # The reply's stream: its cost is the turn's (priced at the turn's end).
         return self.inner.stream(request)
