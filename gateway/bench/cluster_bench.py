@@ -85,9 +85,16 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "cluster", help="gateway processes on one PostgreSQL: one killed, nothing lost"
     )
     bench.add_argument("--processes", type=int, default=3, help="gateway processes (2 or more)")
-    bench.add_argument("--conversations", type=int, default=60)
+    bench.add_argument(
+        "--conversations", type=int, default=60, help="webchat conversations, two pages each"
+    )
     bench.add_argument("--turns", type=int, default=5, help="messages per conversation")
-    bench.add_argument("--stages", choices=("default", "core"), default="default")
+    bench.add_argument(
+        "--stages",
+        choices=("default", "core"),
+        default="default",
+        help="the gateways' stages: the configured default ones, or the core alone",
+    )
     bench.add_argument("--lease-s", type=float, default=15.0, help="store.lease_s")
     bench.add_argument(
         "--no-throughput", action="store_true", help="skip the 1 vs 2 processes stage"

@@ -133,6 +133,9 @@ async def cross_process_find(url: str, work_dir: Path, runs: int = 30) -> dict[s
                 await asyncio.to_thread(finder.wait, 30)
             except subprocess.TimeoutExpired:
                 finder.kill()
+                await asyncio.to_thread(finder.wait)
+            finder.stdin.close()
+            finder.stdout.close()
         return {
             "cross_process_find_ms": round(percentile(gaps, 0.95), 1) if gaps else -1.0,
             "cross_process_find_p50_ms": round(percentile(gaps, 0.5), 1) if gaps else -1.0,

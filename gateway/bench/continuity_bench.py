@@ -277,11 +277,17 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     bench.add_argument(
         "--history-tokens",
         type=int,
-        help="memory.history_tokens for the run (small: the window fills and moves)",
+        help=(
+            "memory.history_tokens for the run (small: the window fills and moves; "
+            "default: the config's)"
+        ),
     )
     bench.add_argument(
         "--history-step-share",
         type=float,
-        help="context.history_step_share for the run (0: the window slides a message a turn)",
+        help=(
+            "context.history_step_share for the run (0: the window slides a message a "
+            "turn; default: the config's)"
+        ),
     )
     bench.set_defaults(bench_main=_main)
