@@ -80,23 +80,24 @@ async def run(
         # one note and every 144th starts a new one.
         rng = random.Random(SEED)
         after = datetime(2022, 1, 1, tzinfo=UTC) + timedelta(days=731)
+
+        def turn(n: int) -> Episode:
+            """The bench's n-th turn after the store's: Sam and Ada in turn, 10 min apart."""
+            return Episode(
+                person_id=person,
+                text=sentence(rng, items + n),
+                at=after + timedelta(minutes=10 * n),
+                role="user" if n % 2 == 0 else "assistant",
+                speaker="Sam" if n % 2 == 0 else "Ada",
+                conversation_id=address.conversation_id,
+                source_ref=f"tree-bench-{n}",
+            )
+
         tree.update_seconds.clear()
         tree.update_cpu_seconds.clear()
         bar = progress(adds, "incremental updates", "turn")
         for n in range(adds):
-            await service.ingest(
-                [
-                    Episode(
-                        person_id=person,
-                        text=sentence(rng, items + n),
-                        at=after + timedelta(minutes=10 * n),
-                        role="user" if n % 2 == 0 else "assistant",
-                        speaker="Sam" if n % 2 == 0 else "Ada",
-                        conversation_id=address.conversation_id,
-                        source_ref=f"tree-bench-{n}",
-                    )
-                ]
-            )
+            await service.ingest([turn(n)])
             await tree.idle()
             bar.update()
         bar.close()
@@ -111,19 +112,7 @@ async def run(
         bar = progress(bursts, "coalesced updates", "burst")
         for b in range(bursts):
             for n in range(adds + b * burst, adds + min(adds, (b + 1) * burst)):
-                await service.ingest(
-                    [
-                        Episode(
-                            person_id=person,
-                            text=sentence(rng, items + n),
-                            at=after + timedelta(minutes=10 * n),
-                            role="user" if n % 2 == 0 else "assistant",
-                            speaker="Sam" if n % 2 == 0 else "Ada",
-                            conversation_id=address.conversation_id,
-                            source_ref=f"tree-bench-{n}",
-                        )
-                    ]
-                )
+                await service.ingest([turn(n)])
             await tree.idle()
             bar.update()
         bar.close()
