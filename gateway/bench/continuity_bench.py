@@ -36,6 +36,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway.bench.tools_bench import tool_roundtrip_ms
+from gateway.bench.webchat_page import open_session, say
 from gateway.config import Config, load_config
 from gateway.tokens import estimate_tokens
 
@@ -119,23 +120,6 @@ def cached_prefix(body: dict[str, Any]) -> str:
     return "\n\n".join(str(b.get("text", "")) for b in blocks[: marked + 1])
 
 
-async def _say(ws: aiohttp.ClientWebSocketResponse, text: str, client_id: str) -> None:
-    await ws.send_json({"type": "message", "text": text, "client_id": client_id})
-    while True:
-        frame = await ws.receive_json(timeout=60)
-        if frame["type"] in ("reply", "error"):
-            return
-
-
-async def _session(
-    client: aiohttp.ClientSession, base: str, name: str
-) -> aiohttp.ClientWebSocketResponse:
-    ws = await client.ws_connect(f"{base}/ws?session={name}&after=0")
-    await ws.receive_json(timeout=10)  # hello
-    await ws.receive_json(timeout=10)  # history
-    return ws
-
-
 async def run_scenario(
     data_dir: Path, extra: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -159,9 +143,9 @@ async def run_scenario(
             base = f"http://127.0.0.1:{runner.addresses[0][1]}"
             handoffs = HandoffBook(gateway.store, config.continuity)
             async with aiohttp.ClientSession() as client:
-                ws = await _session(client, base, SESSION_ONE)
+                ws = await open_session(client, base, SESSION_ONE)
                 for n, line in enumerate(SESSION_ONE_LINES):
-                    await _say(ws, line, f"s1-{n}")
+                    await say(ws, line, f"s1-{n}", timeout=60)
                 if not await gateway.router.drain(60):
                     raise RuntimeError("session 1's turns did not finish")
                 await ws.close()
@@ -177,7 +161,7 @@ async def run_scenario(
                 bodies_before = sum(
                     1 for r in fake.message_requests if r.body["model"] == REPLY_MODEL
                 )
-                ws = await _session(client, base, SESSION_TWO)
+                ws = await open_session(client, base, SESSION_TWO)
                 for n in range(TURNS):
                     if n == 20:
                         text = "I'm working on the half-marathon pacing now."
@@ -185,7 +169,7 @@ async def run_scenario(
                         text = "We decided to taper for three weeks."
                     else:
                         text = f"Question {n}: what should I eat before run {n}?"
-                    await _say(ws, text, f"s2-{n}")
+                    await say(ws, text, f"s2-{n}", timeout=60)
                 await ws.close()
             note = await handoffs.latest(person)
         finally:

@@ -33,6 +33,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway.app import create_app
+from gateway.bench.webchat_page import open_session, say
 from gateway.brains.base import BrainRequest
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config, load_config
@@ -101,23 +102,6 @@ def lessons_part(request: BrainRequest) -> str:
     return ""
 
 
-async def _say(ws: aiohttp.ClientWebSocketResponse, text: str, client_id: str) -> None:
-    await ws.send_json({"type": "message", "text": text, "client_id": client_id})
-    while True:
-        frame = await ws.receive_json(timeout=30)
-        if frame["type"] in ("reply", "error"):
-            return
-
-
-async def _session(
-    client: aiohttp.ClientSession, base: str, name: str
-) -> aiohttp.ClientWebSocketResponse:
-    ws = await client.ws_connect(f"{base}/ws?session={name}&after=0")
-    await ws.receive_json(timeout=10)  # hello
-    await ws.receive_json(timeout=10)  # history
-    return ws
-
-
 async def run_scenario(config: Config) -> dict[str, Any]:
     """The two sessions through a real app on loopback; the figures of the module."""
     brain = ScriptedBrain(prefix="Noted: ")
@@ -131,20 +115,20 @@ async def run_scenario(config: Config) -> dict[str, Any]:
         await gateway.ready.wait()
         base = f"http://127.0.0.1:{runner.addresses[0][1]}"
         async with aiohttp.ClientSession() as client:
-            ws = await _session(client, base, SESSION_ONE)
+            ws = await open_session(client, base, SESSION_ONE)
             n = 0
             for chat, correction in zip(CHAT, CORRECTIONS[: len(CHAT)], strict=True):
                 for text in (chat, correction.message):
                     n += 1
-                    await _say(ws, text, f"s1-{n}")
+                    await say(ws, text, f"s1-{n}")
             for correction in CORRECTIONS[len(CHAT) :]:
                 n += 1
-                await _say(ws, correction.message, f"s1-{n}")
+                await say(ws, correction.message, f"s1-{n}")
             await ws.close()
             if not await gateway.router.drain(60):
                 raise RuntimeError("session 1's turns did not finish")
-            ws = await _session(client, base, SESSION_TWO)
-            await _say(ws, "Hello again, where were we?", "s2-1")
+            ws = await open_session(client, base, SESSION_TWO)
+            await say(ws, "Hello again, where were we?", "s2-1")
             await ws.close()
         request = brain.requests[-1]
         prefix = cached_prefix(request).lower()

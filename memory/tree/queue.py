@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Mapping
 
@@ -22,7 +23,7 @@ from gateway.config import MemoryConfig
 log = logging.getLogger(__name__)
 
 
-class UpdateQueue:
+class UpdateQueue(ABC):
     """The queue and its worker; ``MemoryTree`` supplies ``config`` and ``update``."""
 
     config: MemoryConfig
@@ -46,8 +47,9 @@ class UpdateQueue:
         self._wake: asyncio.Event | None = None
         self._flushing = 0
 
+    @abstractmethod
     async def update(self, person_id: int) -> int:
-        raise NotImplementedError
+        """Place the person's queued items in their tree; how many were placed."""
 
     def schedule(self, written: Mapping[int, Iterable[int]]) -> None:
         """Queue the incremental updates for these items, by person (one worker in the
