@@ -21,6 +21,7 @@ from sqlalchemy import select, update
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
+from gateway.testing.postgres import PG_BINARIES
 from memory import repo
 from memory.categories import Category, CategoryPrototypes, categorise
 from memory.categories_labelled import LABELLED
@@ -420,8 +421,6 @@ def test_memory_health_prints_the_report(tmp_path: Path) -> None:
 
 
 # -- PostgreSQL ---------------------------------------------------------------------
-
-PG_BINARIES = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
 
 
 @pytest.mark.skipif(not PG_BINARIES, reason="Debian postgresql is not installed")
