@@ -81,24 +81,19 @@ class Writes(Validity):
                     await asyncio.to_thread(index.add, [ids[n] for n in rows], matrix[rows])
                     await self._maybe_save(index)
                     self._used(person_id)
-        for person_id in sorted({i.person_id for i in items if i.status is ItemStatus.ACTIVE}):
-            await self._published(
-                "add",
-                person_id,
-                [
-                    item_id
-                    for item_id, item in zip(ids, items, strict=True)
-                    if item.person_id == person_id and item.status is ItemStatus.ACTIVE
-                ],
-            )
+        # The active ids of each person: told to the cluster's other gateways, and
+        # placed in the tree.
+        written: dict[int, list[int]] = {}
+        for item_id, item in zip(ids, items, strict=True):
+            if item.status is ItemStatus.ACTIVE:
+                written.setdefault(item.person_id, []).append(item_id)
+        if self.publish is not None:
+            for person_id, active in sorted(written.items()):
+                await self._published("add", person_id, active)
         # Stored and indexed first: ending an older statement never loses the new one.
         await self.apply_validity(ids, items)
         if self.config.tree and matrix is not None:
             # The tree places the new leaves later, off the reply's path (memory/tree/).
-            written: dict[int, list[int]] = {}
-            for item_id, item in zip(ids, items, strict=True):
-                if item.status is ItemStatus.ACTIVE:
-                    written.setdefault(item.person_id, []).append(item_id)
             self.tree.schedule(written)
         return ids
 
