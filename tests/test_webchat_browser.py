@@ -251,6 +251,44 @@ async def test_lost_ack_is_resent_and_shown_once(
     assert len(brain.requests) == 1
 
 
+async def test_reply_ahead_of_history_stays_below_its_message(
+    running: RunningGateway,
+    brain: HeldBrain,
+    page: Page,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The lost-ack case with the race CI once hit, made certain: the reconnected
+    # socket is subscribed before it reads the history, so the turn's deltas and
+    # its reply reach the page while the message is still unsent on it.
+    received = FrameLog(page)
+    dropped = drop_after_store(running, monkeypatch)
+    reconnected = asyncio.Event()
+    brain.holds = {"in which order?": reconnected}
+    real_history = conversation_history
+
+    async def history_after_reply(*args: Any, **kwargs: Any) -> list[Any]:
+        if dropped:
+            reconnected.set()
+            await received.wait_for("reply", timeout=20)
+        return await real_history(*args, **kwargs)
+
+    monkeypatch.setattr("channels.webchat.conversation_history", history_after_reply)
+    await open_chat(page, running)
+    await page.get_by_label("Message to Ada").fill("in which order?")
+    await page.keyboard.press("Enter")
+
+    await received.wait_for("history", count=2, timeout=20)
+    expected = [("user", "in which order?"), ("assistant", "You said: in which order?")]
+    user = page.locator("#log li.user")
+    await expect(user).to_have_attribute("data-message-id", str(dropped[0].message_id))
+    await expect(user).not_to_have_class("msg user pending")
+    await expect(user).to_have_attribute("data-status", "replied")
+    assert await bubbles(page) == expected
+    assert await outbox(page) == {}
+    assert await stored_texts(running, page) == expected
+    assert len(brain.requests) == 1
+
+
 async def test_failed_turn_shows_its_code_and_retry_answers_it(
     running: RunningGateway, brain: HeldBrain, page: Page
 ) -> None:

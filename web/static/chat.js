@@ -715,7 +715,16 @@
     bindStored(user, m.message_id);
     user.createdAt = m.created_at || user.createdAt;
     if (state.touched.has(m.message_id)) {
-      if (!user.el) renderUser(user);
+      // A live frame of this connection (deltas and the reply may come ahead of the
+      // history) already moved this turn on: keep that state. The message was only
+      // now bound to its stored id, though: it leaves the pending look, and it is
+      // placed again, by id, so it stays above the reply it got.
+      if (NOT_STORED.has(user.status)) {
+        const answered = [...replies.values()].some((r) => r.replyTo === m.message_id);
+        setStatus(user, answered ? "replied" : "generating");
+      } else {
+        withScroll(() => renderUser(user));
+      }
       return;
     }
     const status = m.status || "replied";
