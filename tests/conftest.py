@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from alembic import command
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 from sqlalchemy import Connection, create_engine, text
 
 from gateway.app import create_app
@@ -166,6 +166,12 @@ async def running(config: Config, brain: ScriptedBrain) -> AsyncIterator[Running
     finally:
         await session.close()
         await server.close()
+
+
+# playwright's assertions wait 5 s by default; a turn on a loaded 2-core CI machine
+# (the suite beside other work) can take longer. They return as soon as they hold,
+# so only a failing assertion waits the longer time.
+expect.set_options(timeout=15_000)
 
 
 @pytest.fixture
