@@ -368,9 +368,16 @@ class Validity(Reembedding):
             if claim.until is not None and row.occurred_at.date() > claim.until:
                 continue  # said after the event it names ("I graduated back in 2015")
             if claim.ends:
-                # A named old value ends that value; an unnamed one, any.
-                if not claim.old or (value and _same(value, claim.old)):
-                    ending.append(row)
+                if value:
+                    # A named old value ends that value; an unnamed one, any.
+                    if not claim.old or _same(value, claim.old):
+                        ending.append(row)
+                elif _ended_it(row.content, slot):
+                    # "since I lost my job" after "I lost my job as a banker": the same
+                    # state said again, not a change.
+                    confirmed.append(row.id)
+                elif not claim.old:
+                    ending.append(row)  # a value not named ("I got promoted") ends too
             elif value and _same(value, claim.value):
                 confirmed.append(row.id)
             elif claim.old and value and _same(value, claim.old):
@@ -487,6 +494,12 @@ def _statements_of(slot: str, current: Sequence[SlotRow]) -> list[tuple[SlotRow,
             if also is not None and not also.ends and also.value:
                 out.append((row, also.value))
     return out
+
+
+def _ended_it(content: str, slot: str) -> bool:
+    """Whether a statement said that ``slot`` ended ("I got laid off" for employer)."""
+    attribute = slot.partition(":")[2]
+    return any(c.attribute == attribute and c.ends for c in claims(content))
 
 
 def _holding(name: str, current: Sequence[SlotRow]) -> list[SlotRow]:

@@ -275,7 +275,10 @@ def test_one_ttl_table_drives_the_weekly_archive_and_stale() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("I moved from Lisbon to Porto last month.", Claim("residence", "porto", "lisbon")),
+        (
+            "I moved from Lisbon to Porto last month.",
+            Claim("residence", "porto", "lisbon", needs_place=True),
+        ),
         ("I live in Lisbon.", Claim("residence", "lisbon")),
         ("I started at Acme Corp on Monday", Claim("employer", "acme corp")),
         ("my dog's name is Rex", Claim("dog_name", "rex")),
