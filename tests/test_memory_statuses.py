@@ -95,10 +95,13 @@ async def test_a_move_to_a_tool_is_no_move_of_home(
                     )
                 )
             )
-    # The browser changed; where the person lives did not.
+    # The browser changed; where the person lives did not, and nothing says otherwise
+    # (read as a home, "Chrome" would be a second one the same day: a conflict).
     assert ended == ["I use Firefox on my laptop."]
     lines = pack_lines(brain)
-    assert "[superseded" not in lines[line_of(lines, "I live in Leeds")]
+    leeds = lines[line_of(lines, "I live in Leeds")]
+    assert "[superseded" not in leeds
+    assert "[conflict]" not in leeds
 
 
 # -- the service, dated ----------------------------------------------------------------
