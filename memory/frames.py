@@ -20,7 +20,12 @@ one only when the newer says it changed (``CHANGE``: "now", "these days",
 "instead", "new", "switched" ...), names another object, and the two scopes
 do not exclude each other ("I speak Portuguese at home" and "I speak English
 at work now" are both true). "I no longer drink coffee" / "I don't run
-anymore" end the frames of that verb (and that object, when named).
+anymore" end the frames of that verb (and that object, when named), and so do
+the events that say a state ended: a habit given up ("I quit smoking", "I
+stopped going to the gym") and a thing no longer had ("I sold the Golf": the
+frames of having, owning, driving or riding an object with all its words).
+"I have a X" is a frame only for a named possession ("a 2015 Golf", "a cat
+called Miso"), and possessions never replace each other by a change cue.
 """
 
 from __future__ import annotations

@@ -75,10 +75,11 @@ _OCCUPATIONS = (
     "optometrist|radiographer|hygienist|educator|postdoc|curator|archivist|"
     "scrum master|product owner|head of [a-z]+(?: [a-z]+)?"
 )
-# Up to three words before the head, none a function word ("a fan of the driver").
+# Up to three words before the head (the longest title), none a function word ("a fan
+# of the driver").
 _TITLE = (
     r"(?P<title>(?:(?!(?:of|the|a|an|in|at|for|and|with|to|on|my|your|his|her|their)\b)"
-    rf"[\w'-]+\s+){{0,3}}?(?:{_OCCUPATIONS})s?)\b(?![\w'-])"
+    rf"[\w'-]+\s+){{0,3}}(?:{_OCCUPATIONS})s?)\b(?![\w'])(?!-\w)"
 )
 # A title that says how well one does a thing, or for fun, is no job: "a good cook",
 # "a keen baker", "a backseat driver", "an amateur photographer".

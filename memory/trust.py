@@ -12,7 +12,7 @@ the start of its line, in the trace, and in the panel's pack view:
 - ``[uncertain]``: confidence below ``UNCERTAIN_BELOW``;
 - ``[stale]``: a slot's statement not said again for longer than its
   category's domain TTL (``[upkeep_jobs] ttl_days_*``, memory/ttl.py: the
-  table the weekly archive uses).
+  table the weekly archive uses); a frame's by its item's category.
 
 Within one slot, the current statements go before the ended ones, wherever the
 scores put them. The pack's frame explains the tags it uses (only those: a
