@@ -383,6 +383,13 @@ def _add_bench_pack(bench_sub: argparse._SubParsersAction[argparse.ArgumentParse
         "--trust-repeats", type=int, default=1, help="passes of --compare-trust (median ratio)"
     )
     pack.add_argument(
+        "--slot-items",
+        type=int,
+        default=0,
+        help="add this many statements of one's own state (slots, frames, life events) to "
+        "the store once, for the trust pass to work on",
+    )
+    pack.add_argument(
         "--back-to-back",
         action="store_true",
         help="start each pack as soon as the last returned, beside its trace write",

@@ -20,7 +20,12 @@ one only when the newer says it changed (``CHANGE``: "now", "these days",
 "instead", "new", "switched" ...), names another object, and the two scopes
 do not exclude each other ("I speak Portuguese at home" and "I speak English
 at work now" are both true). "I no longer drink coffee" / "I don't run
-anymore" end the frames of that verb (and that object, when named).
+anymore" end the frames of that verb (and that object, when named), and so do
+the events that say a state ended: a habit given up ("I quit smoking", "I
+stopped going to the gym") and a thing no longer had ("I sold the Golf": the
+frames of having, owning, driving or riding an object with all its words).
+"I have a X" is a frame only for a named possession ("a 2015 Golf", "a cat
+called Miso"), and possessions never replace each other by a change cue.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ class Frame:
     # An amount of something ("a lot of sci-fi", "more vegetables"): it adds to what
     # was said, it does not replace it.
     partitive: bool = False
+    # Ends only a frame whose object holds every word of this one ("I sold my spare
+    # tickets" does not end "I have a season ticket"; "I sold the Golf" ends "I have a
+    # 2015 Golf").
+    strict: bool = False
 
 
 # What says a state changed. "since" is left out: "I've been with them since uni" is
@@ -195,15 +204,23 @@ def _clause_frame(clause: str) -> Frame | None:
             return None  # "I'm tired", "I'm in Lisbon": no verb of a state
         if stem(verb) in _NOT_PROGRESSIVE:
             return None  # "I'm staying positive", "I'm getting ready": no held state
+    rest = match.group("rest")
+    if aux == "have" and verb in _DETERMINERS:
+        # "I have a question / a meeting" hold nothing to end later; a named possession
+        # does: "I have a 2015 Golf", "we have a cat called Miso" (read as "have").
+        rest = f" {match.group('verb')}{rest}"
+        if not _NAMED_THING.match(rest):
+            return None
     elif aux in ("'ve", "have"):
         if verb != "had":
             return None  # a present perfect is an event ("I've been to Rome"), but "had"
         verb = "have"
     elif verb in _NOT_STATES or verb.endswith("ed") or verb.endswith("n't"):
         return None
-    if verb in _NOT_STATES and verb != "have":
+    if aux == "have" and verb in _DETERMINERS:
+        verb = "have"
+    elif verb in _NOT_STATES and verb != "have":
         return None
-    rest = match.group("rest")
     key = stem(verb)
     first = _words(rest)[:1]
     if first and first[0] in _PARTICLES and first[0] not in ("at", "in", "for"):
@@ -211,14 +228,80 @@ def _clause_frame(clause: str) -> Frame | None:
         rest = rest.lstrip()[len(first[0]) :]
     obj, scope = _object_and_scope(rest)
     negated = bool(match.group("neg"))
-    if not obj and not scope and not negated:
+    if not obj and not scope and not negated and not (aux == "" and _HOW_OFTEN.match(rest)):
         return None
     return Frame(key, obj, scope, change, negated, bool(_PARTITIVE.match(rest)))
 
 
+_DETERMINERS = _wordset("a an the my our two three")
+# A possession named by a name or a figure within its first words.
+_NAMED_THING = re.compile(
+    r"\s+(?:a|an|the|my|our|two|three|\d+)\s+"
+    r"(?:(?!(?:with|at|for|on|in|to|from|and|of|about)\b)[\w'-]+\s+){0,3}?"
+    r"(?-i:(?:[A-Z][\w'-]*|\d[\w'-]*))",
+    re.I,
+)
+# A habit said without an object, by how much or how often: "I smoke about ten a day",
+# "I run most mornings", "I drink socially". What ends it is "I quit smoking".
+_HOW_OFTEN = re.compile(
+    r"\s*(?:about|around|roughly|every|each|most|daily|once|twice|\d+|socially|"
+    r"occasionally|regularly|a\s+lot|loads|heavily|like\s+a)\b",
+    re.I,
+)
+
+
+# A habit given up ("I quit smoking", "I stopped going to the gym"): the state of that
+# verb ended, as "I no longer smoke" says it.
+_STOPPED = re.compile(
+    r"\b(?:i|we)(?:'ve|\s+have)?\s+(?:(?:just|finally|recently|completely|totally)\s+)*"
+    r"(?:quit|stopped|gave\s+up|given\s+up|kicked|cut\s+out)\s+(?P<verb>[a-z]{2,}ing)\b"
+    r"(?P<rest>[^.!?;]*)",
+    re.I,
+)
+# A thing no longer had ("I sold the Golf", "we got rid of the van"): the states of
+# having, owning, driving or riding it ended.
+_DISPOSED = re.compile(
+    r"\b(?:i|we)(?:'ve|\s+have)?\s+(?:(?:just|finally|recently|already)\s+)*"
+    r"(?:sold|got\s+rid\s+of|gave\s+away|given\s+away|scrapped|traded\s+in|wrote\s+off|"
+    r"written\s+off|totall?ed)\s+(?P<rest>[^.!?;]*)",
+    re.I,
+)
+_HELD = ("have", "own", "drive", "ride")
+# Words that tell one's own thing from itself at another time: "my old bike".
+_NOT_DISTINCT = frozenset(("old", "new", "trusty", "beloved", "little", "first"))
+
+
+def _ended_states(clause: str) -> list[Frame]:
+    """The frames a clause says ended by an event rather than a negation."""
+    stopped = _STOPPED.search(clause)
+    if stopped is not None:
+        key = stem(stopped.group("verb"))
+        rest = stopped.group("rest")
+        first = _words(rest)[:1]
+        if first and first[0] in _PARTICLES and first[0] not in ("at", "in", "for"):
+            key += " " + first[0]
+            rest = rest.lstrip()[len(first[0]) :]
+        obj, scope = _object_and_scope(rest)
+        return [Frame(key, obj, scope, True, True)]
+    disposed = _DISPOSED.search(clause)
+    if disposed is not None:
+        obj, _ = _object_and_scope(disposed.group("rest"))
+        if obj:
+            return [Frame(key, obj, frozenset(), True, True, strict=True) for key in _HELD]
+    return []
+
+
+def holds_all(held: str, named: str) -> bool:
+    """Whether ``held`` has every content word of ``named`` (by stem)."""
+    words = {stem(w) for w in _words(named) if w not in _TIME and w not in _TITLES}
+    words -= {stem(w) for w in _NOT_DISTINCT}
+    theirs = {stem(w) for w in _words(held) if w not in _TIME and w not in _TITLES}
+    return bool(words) and words <= theirs
+
+
 def frames(text: str) -> list[Frame]:
     """The frames a statement's first-person clauses hold, in order (a question holds
-    none); at most one per clause."""
+    none); one per clause, but for a thing no longer had (one per verb of having)."""
     # "Dr. Okafor" is one name, not the end of a sentence.
     text = _HONORIFIC.sub(r"\1 ", text)
     # A change counts in its own clause only: chat is full of "now" and "new" said
@@ -226,6 +309,10 @@ def frames(text: str) -> list[Frame]:
     found = []
     for clause in clauses_of(text):
         if clause.rstrip().endswith("?"):
+            continue
+        ended = _ended_states(clause)
+        if ended:
+            found.extend(ended)
             continue
         frame = _clause_frame(clause)
         if frame is not None:

@@ -90,6 +90,8 @@ class MemoryView:
     confirmed_at: datetime | None = None
     # What ended it (memory/validity.py): the pack puts an ended item after it.
     replaced_by_id: int | None = None
+    # Its category (memory/categories.py): the TTL of a frame's ``[stale]``.
+    category: str = ""
 
 
 @dataclass
@@ -427,6 +429,7 @@ def select(
                 now=now,
                 zone=settings.zone,
                 ttls=settings.ttl_days,
+                category=item.category,
             )
         entry.line = render_line(item, clean.text, speaker.text, settings.zone, entry.tags)
         entry.recollection = Recollection(

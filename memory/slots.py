@@ -19,35 +19,16 @@ a wrong one would end an unrelated fact, the failure peers shipped
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 
+from memory.slot_grammar import ADV, BE, HAVE, OLD, SPEAKER, VALUE, Claim, normal, value_of
+from memory.statuses import status_claims
 from memory.timeparse import resolve_window
 
-
-@dataclass(frozen=True)
-class Claim:
-    attribute: str
-    # Normalised ("porto", "acme corp"); "" for a claim that only ends the slot.
-    value: str
-    # The value it names as replaced ("from Lisbon"), normalised; "" when none.
-    old: str = ""
-    # "no longer ...", "we broke up": the slot ends without a new value.
-    ends: bool = False
+__all__ = ["Claim", "claims", "normal"]
 
 
-# A value: up to five words, ending at punctuation or at a word that starts a new clause.
-_STOP = (
-    r"and|but|because|since|so|for|with|after|before|when|while|last|next|this|now|"
-    r"today|yesterday|tomorrow|recently|anymore|any more|as|in|at|on|from|to|which|who|"
-    r"where|until|though|although|if|a few|about|back|again|still|also|really|just|probably"
-)
-_VALUE = rf"(?P<value>(?:(?!(?:{_STOP})\b)[\w'&.-]+)(?:\s+(?!(?:{_STOP})\b)[\w'&-]+){{0,4}})"
-_OLD = rf"(?P<old>(?:(?!(?:{_STOP})\b)[\w'&.-]+)(?:\s+(?!(?:{_STOP})\b)[\w'&-]+){{0,3}})"
-_I = r"(?:i|we)"
-_ADV = r"(?:(?:just|finally|recently|now|officially|actually|already|also|currently)\s+)?"
-_HAVE = r"(?:'ve|\s+have|'d)?\s+"
-_BE = r"(?:'m|\s+am|'re|\s+are)"
+_VALUE, _OLD, _I, _ADV, _HAVE, _BE = VALUE, OLD, SPEAKER, ADV, HAVE, BE
 
 _PETS = r"dog|cat|puppy|kitten|pet|hamster|rabbit|bunny|parrot|horse|turtle|fish|bird|snake"
 _PARTNERS = r"girlfriend|boyfriend|partner|wife|husband|fianc[ée]e?|spouse|significant other|gf|bf"
@@ -71,7 +52,17 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"(?:\s+from\s+{_OLD})?\s+(?:to|into)\s+(?:a\s+new\s+(?:place|flat|apartment|house)\s+in\s+)?"
             rf"{_VALUE}",
         ),
-        ("residence", rf"\b{_I}\s+{_ADV}live\s+in\s+{_VALUE}"),
+        # "I live in Leeds", "I live with my parents in Croydon".
+        (
+            "residence",
+            rf"\b{_I}\s+{_ADV}live\s+(?:with\s+(?:my|our)\s+[\w' ]{{1,30}}?\s+)?in\s+{_VALUE}",
+        ),
+        # A home of one's own: "I finally got my own flat in Brixton".
+        (
+            "residence",
+            rf"\b{_I}{_HAVE}{_ADV}(?:got|bought|found|rented|moved\s+into)\s+(?:my|our|a)\s+"
+            rf"(?:(?:own|first|new)\s+)*(?:flat|place|house|apartment|home|condo|studio)\s+in\s+{_VALUE}",
+        ),
         ("residence", rf"\b{_I}{_BE}\s+{_ADV}(?:living|based|settled)\s+in\s+{_VALUE}"),
         (
             "residence",
@@ -104,7 +95,6 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("job_title", rf"\b{_I}\s+{_ADV}work\s+as\s+(?:a|an)\s+{_VALUE}"),
         ("job_title", rf"\b{_I}{_HAVE}{_ADV}(?:got\s+)?promoted\s+to\s+{_VALUE}"),
         ("job_title", rf"\bmy\s+(?:new\s+)?(?:job\s+)?title\s+is\s+(?:now\s+)?{_VALUE}"),
-        ("job_title", rf"\b{_I}\s+{_ADV}became\s+(?:a|an)\s+{_VALUE}"),
         # names of those close to them
         (
             "{noun}_name",
@@ -229,49 +219,26 @@ _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?:(?:but|and|so)\s+)?")
 # Casual chat drops the subject: "Just accepted an offer at Globex", "Moved to Porto".
 _SUBJECTLESS = re.compile(
     r"^(?:(?:just|finally|recently|also|officially)\s+)?(?=(?:moved|relocated|started|began|"
-    r"joined|accepted|got|took|landed|quit|left|switched|lost|resigned|named)\b)",
+    r"joined|accepted|got|took|landed|quit|left|switched|lost|resigned|named|graduated|"
+    r"retired|finished|sold|stopped|went)\b)",
     re.I,
 )
-_LEADING = re.compile(r"^(?:a|an|the|my|our|in|at)\s+", re.I)
-# Words that are not a value on their own ("I live in a flat", "I joined them").
-_NOT_VALUES = frozenset(
-    {
-        *[
-            "it",
-            "that",
-            "this",
-            "there",
-            "here",
-            "them",
-            "him",
-            "her",
-            "us",
-            "you",
-            "one",
-            "home",
-            "work",
-            "place",
-            "flat",
-        ],
-        *["apartment", "house", "city", "town", "job", "company", "team", "things", "stuff"],
-    }
+# A role or employer said as one more ("also", "too", "on the side") ends no other.
+_ADDITIVE = re.compile(
+    r"\b(?:also|too|as\s+well|on\s+the\s+side|side\s+(?:job|gig|hustle)|second\s+job)\b", re.I
+)
+_JOB_SLOTS = frozenset(("employer", "job_title"))
+# A move said with no word of a home ("I moved to X"): X may be a tool ("I've moved to
+# Chrome"), a schedule ("we moved to a four-day week") or a place.
+_HOME_MOVE = re.compile(
+    r"relocated|moved\s+(?:back|house|out|away)|\binto\b|new\s+(?:place|flat|apartment|house)",
+    re.I,
 )
 # A question makes no claim.
 _QUESTION = re.compile(r"\?\s*$")
 _REPORTED = re.compile(
     r"\b(?:if|whether|maybe|might|would|could|should|wish|hope|want|plan)\b", re.I
 )
-
-
-def normal(value: str) -> str:
-    """A value as compared: lower case, no leading article, no trailing punctuation."""
-    value = value.strip().strip(".,;:!\"'()").lower()
-    while True:
-        stripped = _LEADING.sub("", value)
-        if stripped == value:
-            break
-        value = stripped
-    return " ".join(value.split())
 
 
 def _clauses(text: str) -> list[str]:
@@ -282,12 +249,7 @@ def _clauses(text: str) -> list[str]:
 clauses_of = _clauses
 
 
-def _value(match: re.Match[str], group: str = "value") -> str:
-    found = match.groupdict().get(group) or ""
-    value = normal(found)
-    if not value or value in _NOT_VALUES:
-        return ""
-    return value
+_value = value_of
 
 
 def claims(text: str, at: datetime | None = None) -> list[Claim]:
@@ -299,11 +261,20 @@ def claims(text: str, at: datetime | None = None) -> list[Claim]:
             continue
         clause = "I " + said if _SUBJECTLESS.match(said) else said
         conditional = bool(_REPORTED.search(clause))
-        for claim in _clause_claims(clause, at):
+        read = _clause_claims(clause, at)
+        # Statuses and life events (memory/statuses.py); a wish or a worry ("I'm
+        # hoping to get promoted", "I might get laid off") is none.
+        if not conditional:
+            read += status_claims(clause, at)
+        additive = bool(_ADDITIVE.search(clause))
+        for claim in read:
             # "If I moved to Berlin ..." or "I might switch to tea" claims nothing.
             if conditional and not claim.ends:
                 continue
-            found[claim.attribute] = claim
+            # "I'm also a yoga instructor", "I also work at the bar": a second job.
+            if additive and claim.attribute in _JOB_SLOTS and not claim.ends:
+                continue
+            found[f"gone:{claim.old}" if claim.gone else claim.attribute] = claim
     return list(found.values())
 
 
@@ -318,7 +289,8 @@ def _clause_claims(clause: str, at: datetime | None) -> list[Claim]:
         attribute = _ENDS_VERB.get(verb, "")
         out.append(Claim(attribute, "", old=_value(match), ends=True))
     left = _LEFT_JOB.search(clause)
-    if left is not None and _value(left):
+    # "I quit smoking" is a habit given up (memory/frames.py), not a job.
+    if left is not None and _value(left) and not _value(left).split()[0].endswith("ing"):
         out.append(Claim("employer", "", old=_value(left), ends=True))
     for attribute, pattern in _RULES:
         match = pattern.search(clause)
@@ -331,7 +303,8 @@ def _clause_claims(clause: str, at: datetime | None) -> list[Claim]:
         noun = {"puppy": "dog", "kitten": "cat", "bunny": "rabbit", "kid": "child"}.get(noun, noun)
         noun = " ".join(_SPELLING.get(w, w) for w in noun.split())
         name = attribute.replace("{noun}", "_".join(noun.split()))
-        out.append(Claim(name, value, old=_value(match, "old")))
+        bare = match.re is _RULES[0][1] and not _HOME_MOVE.search(match.group(0))
+        out.append(Claim(name, value, old=_value(match, "old"), needs_place=bare))
     switch = _SWITCH.search(clause)
     if switch is not None and _value(switch):
         kind = (switch.group("kind") or "").lower()

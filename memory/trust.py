@@ -12,7 +12,7 @@ the start of its line, in the trace, and in the panel's pack view:
 - ``[uncertain]``: confidence below ``UNCERTAIN_BELOW``;
 - ``[stale]``: a slot's statement not said again for longer than its
   category's domain TTL (``[upkeep_jobs] ttl_days_*``, memory/ttl.py: the
-  table the weekly archive uses).
+  table the weekly archive uses); a frame's by its item's category.
 
 Within one slot, the current statements go before the ended ones, wherever the
 scores put them. The pack's frame explains the tags it uses (only those: a
@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from gateway.clock import local
 from memory.frames import is_frame_slot
-from memory.ttl import slot_ttl
+from memory.ttl import category_ttl, slot_ttl
 
 UNCERTAIN_BELOW = 0.3
 
@@ -87,18 +87,19 @@ def item_tags(
     now: datetime,
     zone: tzinfo,
     ttls: Mapping[str, float],
+    category: str = "",
 ) -> list[str]:
-    """An item's own tags (those that do not depend on the other kept items)."""
+    """An item's own tags (those that do not depend on the other kept items). A frame
+    ("I drive a Civic", memory/frames.py) has no category of its own slot: its TTL is
+    the item's category's ("I play bass in a band": hobbies, 60 days)."""
     tags = []
     if ended(valid_until, now):
         assert valid_until is not None
         tags.append(f"superseded {local(valid_until, zone).date().isoformat()}")
-    elif (
-        slot is not None
-        and not is_frame_slot(slot)  # a frame is a link for validity, not a claimed fact
-        and now - seen_at > timedelta(days=ttl_days(slot, ttls))
-    ):
-        tags.append("stale")
+    elif slot is not None:
+        ttl = category_ttl(ttls, category) if is_frame_slot(slot) else ttl_days(slot, ttls)
+        if now - seen_at > timedelta(days=ttl):
+            tags.append("stale")
     if confidence < UNCERTAIN_BELOW:
         tags.append("uncertain")
     return tags

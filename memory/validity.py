@@ -42,6 +42,7 @@ from memory.frames import (
     Frame,
     frame_of,
     frames,
+    holds_all,
     is_frame_slot,
     same_object,
     scopes_agree,
@@ -53,6 +54,7 @@ from memory.repo import NewItem
 from memory.repo import validity as slots_repo
 from memory.repo.validity import SlotRow
 from memory.slots import Claim, claims, normal, split_quoted, subject_of
+from memory.statuses import STATUS_FRAMES
 from memory.types import ItemStatus, ItemType
 
 log = logging.getLogger("memory.service")
@@ -70,6 +72,14 @@ JUDGE_MIN_SIMILARITY = 0.35
 _SWITCHED = re.compile(
     r"\b(?:switched|changed|swapped|moved\s+(?:on|over|to)|instead|no\s+longer|anymore)\b",
     re.I,
+)
+# A bare "I moved to X" is a move of home when X is nearer one of these than any thing
+# (MiniLM, one word each: "Porto" 0.44 / 0.27, "Firefox" 0.20 / 0.62, "a four-day week"
+# 0.23 / 0.56); no list of places is kept.
+PLACES = ("a city", "a town", "a country", "a neighbourhood", "a place to live")
+THINGS = (
+    *("an app", "a browser", "a program", "a product", "a brand", "a company"),
+    *("a service", "a schedule", "a tool"),
 )
 _NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+|\b\d[\d:/.,-]*\b")
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|my|we|we're|our|me)\b", re.I)
@@ -123,6 +133,8 @@ def _may_fall_back(text: str, item: NewItem) -> bool:
 class Validity(Reembedding):
     # Set by the app when ``memory.slot_judge`` is "llm" and a utility model exists.
     slot_judge: SlotJudge | None = None
+    # The place and thing prototypes' vectors (embedded at the first bare move).
+    _place_vectors: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
 
     async def apply_validity(self, ids: Sequence[int], items: Sequence[NewItem]) -> int:
         """Slots of the new items, and the older statements they end; how many ended."""
@@ -171,13 +183,24 @@ class Validity(Reembedding):
             return await self._fallback(item_id, item, subject, text, current)
         ended = 0
         own: tuple[str, str] | None = None
+        found = [await self._placed(claim, subject, current) for claim in found]
         for claim in found:
+            if claim.gone:
+                ended += await self._end(item_id, item, _holding(claim.old, current))
+                continue
             attribute = claim.attribute or self._attribute_of_old(claim, subject, current)
             if not attribute:
                 continue
             slot = f"{subject}:{attribute}"
             own = own or (slot, claim.value)
-            ended += await self._settle(item_id, item, slot, claim, current)
+            settled = await self._settle(item_id, item, slot, claim, current)
+            ended += settled
+            # A status that ended ("I got laid off", "I graduated") ends its frames too;
+            # one that names what ended ("I quit X") only when X was its value.
+            if claim.ends and self.config.frames and (settled or not claim.old):
+                ended += await self._end(
+                    item_id, item, _status_frames(attribute, text, subject, current)
+                )
         if own is not None:
             await slots_repo.set_slot(self.store, item_id, *own)
             await self._ended_by_newer(item_id, item.occurred_at, own, newer)
@@ -199,6 +222,7 @@ class Validity(Reembedding):
         """A statement read as frames: each ends the older frames of its verb that it
         says changed (see memory/frames.py); the first gives the item its slot."""
         ending: list[SlotRow] = []
+        confirmed: list[int] = []
         for frame in framed:
             slot = f"{subject}:{slot_attribute(frame)}"
             for row in current:
@@ -209,20 +233,28 @@ class Validity(Reembedding):
                     continue
                 if frame.negated:
                     # "I no longer drink coffee": the frames of that verb (and object).
-                    if not frame.object or same_object(old.object, frame.object):
+                    if not frame.object or (
+                        holds_all(old.object, frame.object)
+                        if frame.strict
+                        else same_object(old.object, frame.object)
+                    ):
                         ending.append(row)
                 elif (
                     frame.change
                     and not frame.partitive
+                    and frame.key != "have"  # things one has add up: only "sold" ends one
                     and frame.object
                     and not same_object(old.object, frame.object)
                     and scopes_agree(old.scope, frame.scope)
                 ):
                     ending.append(row)
+                elif frame.object and normal(old.object) == normal(frame.object):
+                    confirmed.append(row.id)  # said again: fresh for ``[stale]``
         first = framed[0]
         await slots_repo.set_slot(
             self.store, item_id, f"{subject}:{slot_attribute(first)}", first.object
         )
+        await slots_repo.confirm(self.store, confirmed, item.occurred_at)
         ended = await self._end(item_id, item, ending)
         if not ended and any(
             f.change and not f.partitive and not f.key.startswith("my ") for f in framed
@@ -289,6 +321,34 @@ class Validity(Reembedding):
             log.info("memory %d ended by the newer %d (%s)", item_id, row.id, slot)
             return
 
+    async def _placed(self, claim: Claim, subject: str, current: Sequence[SlotRow]) -> Claim:
+        """A bare "I moved to X" claims where one lives when X is a place: named as
+        the move's end from a current residence ("from Lisbon"), or nearer, by the
+        embedder, to places than to things (``PLACES`` / ``THINGS``). Otherwise it
+        is a switch of something else ("I've moved to Chrome", "we moved to a
+        four-day week"): the slot of the old value it names, if any."""
+        if not claim.needs_place:
+            return claim
+        residence = f"{subject}:residence"
+        if claim.old and any(r.slot == residence and _same(r.value, claim.old) for r in current):
+            return claim
+        if await self._a_place(claim.value):
+            return claim
+        log.info("memory: %r is no place; a switch, not a move", claim.value)
+        return Claim("", claim.value, old=claim.old)
+
+    async def _a_place(self, value: str) -> bool:
+        if self._place_vectors is None:
+            vectors = await self._embed([*PLACES, *THINGS])
+            if vectors is None:
+                return True  # no embedder: the rule's reading stands
+            self._place_vectors = (vectors[: len(PLACES)], vectors[len(PLACES) :])
+        found = await self._embed([value])
+        if found is None:
+            return True
+        places, things = self._place_vectors
+        return float((places @ found[0]).max()) > float((things @ found[0]).max())
+
     @staticmethod
     def _attribute_of_old(claim: Claim, subject: str, current: Sequence[SlotRow]) -> str:
         """ "I switched from Vim to Emacs": the slot that holds "vim"."""
@@ -304,17 +364,27 @@ class Validity(Reembedding):
     ) -> int:
         window = timedelta(hours=self.config.conflict_window_h)
         ending, confirmed = [], []
-        for row in current:
-            if row.slot != slot:
-                continue
+        for row, value in _statements_of(slot, current):
+            if claim.until is not None and row.occurred_at.date() > claim.until:
+                continue  # said after the event it names ("I graduated back in 2015")
             if claim.ends:
-                if not claim.old or not row.value or _same(row.value, claim.old):
-                    ending.append(row)
-            elif row.value and _same(row.value, claim.value):
+                if value:
+                    # A named old value ends that value; an unnamed one, any.
+                    if not claim.old or _same(value, claim.old):
+                        ending.append(row)
+                elif _ended_it(row.content, slot):
+                    # "since I lost my job" after "I lost my job as a banker": the same
+                    # state said again, not a change.
+                    confirmed.append(row.id)
+                elif not claim.old:
+                    ending.append(row)  # a value not named ("I got promoted") ends too
+            elif value and _same(value, claim.value):
                 confirmed.append(row.id)
-            elif claim.old and row.value and _same(row.value, claim.old):
+            elif claim.old and value and _same(value, claim.old):
                 ending.append(row)  # named as what changed: a change, however soon
-            elif row.value and item.occurred_at - row.occurred_at < window:
+            elif claim.renews:
+                ending.append(row)  # "I got promoted", "I'm the manager now"
+            elif value and item.occurred_at - row.occurred_at < window:
                 continue  # two values the same day: a conflict, both stay valid
             else:
                 ending.append(row)
@@ -408,6 +478,60 @@ class Validity(Reembedding):
         # Only what it was shown: a judge never ends another subject's statement.
         ending = [r for r in shown if r.id in set(decision.replaces)]
         return await self._end(item_id, item, ending)
+
+
+def _statements_of(slot: str, current: Sequence[SlotRow]) -> list[tuple[SlotRow, str]]:
+    """The current statements of ``slot`` with their values: those it is the slot of,
+    and those whose slot is another of the same subject but that claim this one too
+    ("I'm a nurse at St Mary's" is stored under its title, and says its employer)."""
+    subject, _, attribute = slot.partition(":")
+    out = []
+    for row in current:
+        if row.slot == slot:
+            out.append((row, row.value))
+        elif not is_frame_slot(row.slot) and row.slot.partition(":")[0] == subject:
+            also = next((c for c in claims(row.content) if c.attribute == attribute), None)
+            if also is not None and not also.ends and also.value:
+                out.append((row, also.value))
+    return out
+
+
+def _ended_it(content: str, slot: str) -> bool:
+    """Whether a statement said that ``slot`` ended ("I got laid off" for employer)."""
+    attribute = slot.partition(":")[2]
+    return any(c.attribute == attribute and c.ends for c in claims(content))
+
+
+def _holding(name: str, current: Sequence[SlotRow]) -> list[SlotRow]:
+    """The statements of a name ("my cat's name is Miso"), a partner, or of a thing one
+    has ("we have a cat called Miso") that hold ``name``: someone or something gone."""
+    out = []
+    for row in current:
+        attribute = row.slot.partition(":")[2]
+        kept = is_frame_slot(row.slot) or attribute == "partner" or attribute.endswith("_name")
+        if kept and row.value and name in row.value.split():
+            out.append(row)
+    return out
+
+
+def _status_frames(
+    attribute: str, text: str, subject: str, current: Sequence[SlotRow]
+) -> list[SlotRow]:
+    """A status that ended also ends what was said of it as a frame: the frames of its
+    verbs ("I study law" when one graduated), and those of a verb the ending names as
+    a gerund ("I retired after thirty years of teaching": "I teach maths")."""
+    verbs = set(STATUS_FRAMES.get(attribute, ()))
+    if verbs or attribute == "employer":
+        verbs |= {stem(w) for w in re.findall(r"\b[a-z]{3,}ing\b", text.lower())}
+    if not verbs:
+        return []
+    return [
+        row
+        for row in current
+        if is_frame_slot(row.slot)
+        and row.slot.partition(":")[0] == subject
+        and row.slot.partition(":")[2][1:].split("_")[0] in verbs
+    ]
 
 
 def _same(a: str, b: str) -> bool:

@@ -275,7 +275,10 @@ def test_one_ttl_table_drives_the_weekly_archive_and_stale() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("I moved from Lisbon to Porto last month.", Claim("residence", "porto", "lisbon")),
+        (
+            "I moved from Lisbon to Porto last month.",
+            Claim("residence", "porto", "lisbon", needs_place=True),
+        ),
         ("I live in Lisbon.", Claim("residence", "lisbon")),
         ("I started at Acme Corp on Monday", Claim("employer", "acme corp")),
         ("my dog's name is Rex", Claim("dog_name", "rex")),
@@ -284,6 +287,21 @@ def test_one_ttl_table_drives_the_weekly_archive_and_stale() -> None:
         ("I switched from Vim to Emacs", Claim("uses_editor", "emacs", "vim")),
         ("My favorite color is now green", Claim("favourite_color", "green")),
         ("I got promoted to senior engineer", Claim("job_title", "senior engineer")),
+        # statuses and life events (memory/statuses.py)
+        ("I got promoted at work!", Claim("job_title", "", renews=True)),
+        ("They finally made me team lead", Claim("job_title", "team lead", renews=True)),
+        ("I'm now an engineering manager", Claim("job_title", "engineering manager", renews=True)),
+        ("I'm a barista at the Blue Bottle", Claim("employer", "blue bottle")),
+        ("Got fired today", Claim("job_title", "", ends=True, until=T0.date())),
+        ("I was made redundant", Claim("employer", "", ends=True)),
+        ("I'm between jobs right now", Claim("employer", "", ends=True)),
+        ("I went freelance", Claim("employer", "self-employed", renews=True)),
+        ("I'm a PhD student at Utrecht", Claim("studies", "utrecht")),
+        ("I'm single again", Claim("partner", "", ends=True)),
+        ("I've gone vegetarian", Claim("uses_diet", "vegetarian", renews=True)),
+        ("Biscuit died on Sunday", Claim("", "", old="biscuit", ends=True, gone=True)),
+        ("I finally got my own flat in Brixton!", Claim("residence", "brixton")),
+        ("I live with my parents in Croydon", Claim("residence", "croydon")),
     ],
 )
 def test_rules_read_common_phrasings(text: str, expected: Claim) -> None:
@@ -298,6 +316,17 @@ def test_rules_read_common_phrasings(text: str, expected: Claim) -> None:
         "I joined a book club",
         "I love Lisbon",
         "My sister lives in Berlin",
+        # someone else's event, a wish, a hobby, a second role, another sense
+        "My sister got promoted to head of marketing!",
+        "I'm hoping to get promoted in the spring.",
+        "I might get laid off next month.",
+        "I'm a good cook.",
+        "I'm a regular at the Crown.",
+        "I'm also a yoga instructor at a studio now.",
+        "I'm so fired up about it.",
+        "My son graduated from primary school today.",
+        "My neighbour's old cat died.",
+        "I'm a single mum.",
     ],
 )
 def test_rules_claim_nothing_here(text: str) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, func, select
 
+from gateway.bench.pack_slots import add_states
 from gateway.bench.report import Target, at_most, print_verdicts, progress
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
@@ -132,6 +133,7 @@ async def _compare_trust(
     times: dict[bool, list[float]] = {True: [], False: []}
     select_ms: dict[bool, list[float]] = {True: [], False: []}
     passes: list[dict[str, float | None]] = []
+    tagged = 0
     for _ in range(repeats):
         rng = random.Random(SEED + 4)
         mark = {trust: len(times[trust]) for trust in times}
@@ -145,6 +147,8 @@ async def _compare_trust(
                 select_ms[trust].append(
                     pack.timings_ms["pack_ms"] - pack.timings_ms["candidates_ms"]
                 )
+                if trust:
+                    tagged += any(tag in pack.text for tag in TRUST_TAGS)
                 await service.traces_saved()
         on = percentile(times[True][mark[True] :], 0.95)
         off = percentile(times[False][mark[False] :], 0.95)
@@ -160,6 +164,8 @@ async def _compare_trust(
         "trust_p95_ms_added": round(on - off, 2),
         "trust_p95_ratio": round(on / off, 3) if off else None,
         "trust_repeats": passes,
+        # Packs (trust on) with a line the pass tagged: whether it had work to do.
+        "trust_tagged_share": round(tagged / max(len(times[True]), 1), 3),
         "trust_p95_ratio_median": round(statistics.median(ratios), 3) if ratios else None,
         # Medians (each side went first half the time): the pass's own cost, with less
         # of a loaded machine's bursts in it than the p95s.
@@ -175,6 +181,7 @@ async def _compare_trust(
     }
 
 
+TRUST_TAGS = ("[superseded ", "[conflict]", "[stale]", "[uncertain]")
 STORE_MARK = "bench-pack.json"
 FILL_BATCH = 512
 CALIBRATION = 50
@@ -248,6 +255,7 @@ async def run(
     back_to_back: bool = False,
     compare_trust: bool = False,
     trust_repeats: int = 1,
+    slot_items: int = 0,
 ) -> dict[str, Any]:
     # Loaded as `agentgw run` loads it (batch size, query runtime), for honest figures;
     # a one-time ONNX export is not part of any of them.
@@ -268,6 +276,23 @@ async def run(
             await fill(service, address.person_id, address.conversation_id, items, held)
             write_mark(config.data_dir, {"items": items, "seed": SEED})
         ingest_s = time.perf_counter() - began
+        # Statements of one's own state, once per store (see gateway/bench/pack_slots.py).
+        mark = _mark(config.data_dir)
+        if slot_items and mark.get("slot_items", 0) != slot_items:
+            if mark.get("slot_items"):
+                raise ConfigError(
+                    f"the store holds {mark['slot_items']} state statements, not {slot_items}"
+                )
+            await add_states(
+                service,
+                address.person_id,
+                address.conversation_id,
+                slot_items,
+                NAMES,
+                PLACES,
+                SEED + 5,
+            )
+            write_mark(config.data_dir, mark | {"slot_items": slot_items})
         rng = random.Random(SEED + 1)
         asked = datetime(2022, 1, 1, tzinfo=UTC) + timedelta(days=731)
         # The person's indexes are opened first (timed: the in-memory full text is built).
@@ -309,6 +334,7 @@ async def run(
         await service.aclose()
     return compared | {
         "items": items,
+        "slot_items": _mark(config.data_dir).get("slot_items", 0),
         "queries": queries,
         "query_runtime": embedder.query_runtime,
         "p50_ms": percentile(timings, 0.5),
@@ -370,6 +396,7 @@ def main(args: argparse.Namespace) -> int:
                 args.back_to_back,
                 compare_trust=getattr(args, "compare_trust", False),
                 trust_repeats=max(1, getattr(args, "trust_repeats", 1)),
+                slot_items=max(0, getattr(args, "slot_items", 0)),
             )
         )
     targets = pack_targets(result)

@@ -16,9 +16,13 @@ the model reads it:
 - ``pack_p95_ms_added``: the pack's p95 with the trust pass less without it,
   the same packs interleaved in one run.
 
-Every figure is given for all scenarios and per set (``by_split``: ``tuned``,
-written beside the rules; ``held_out``, written after them and taken from
-LoCoMo; ``held_out_2``, written after the rules' last change). The keys are
+The headline figures are the dev scenarios' (``tuned``, written beside the
+rules; ``held_out``, written after them and taken from LoCoMo; ``held_out_2``,
+written after the rules' last change). The held-out sets, written before the
+mechanisms they test (``held_out_frames``: verbs no slot rule reads;
+``held_out_3``: jobs, roles and other life statuses; ``lockbox``: more of those,
+first run once the status rules were frozen), are reported apart: each
+in ``by_split``, and together as the ``*_held_out`` keys. The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
 one more function in that list.
 """
@@ -45,6 +49,8 @@ from gateway.bench.pack_bench import percentile
 from gateway.bench.report import Target, at_most, print_verdicts
 from gateway.bench.trust_scenarios import SCENARIOS, Scenario
 from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
+from gateway.bench.trust_scenarios_lockbox import LOCKBOX
+from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
 from gateway.store.models import Person
@@ -54,7 +60,8 @@ from memory.service import Episode, MemoryService, PackRequest, load_embedder
 
 TAGS = ("[superseded ", "[conflict]")
 DEV_SPLITS = ("tuned", "held_out", "held_out_2")
-FRAMES_SPLIT = "held_out_frames"
+# Written before the mechanisms they test; never the headline figures.
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox")
 
 
 @dataclass
@@ -247,15 +254,16 @@ async def bench(
             finally:
                 await service.aclose()
     # The headline keys are the dev scenarios' (the 42 the rules were read beside or
-    # checked on before); the frames' held-out set is reported on its own.
+    # checked on before); the held-out sets are reported on their own.
     dev = [o for o in run.outcomes if o.scenario.split in DEV_SPLITS]
     result = summary(replace(run, outcomes=dev))
     result["by_split"] = {
         split: summary(BenchRun([o for o in run.outcomes if o.scenario.split == split]))
-        for split in (*DEV_SPLITS, FRAMES_SPLIT)
+        for split in (*DEV_SPLITS, *HELD_OUT_SPLITS)
     }
     result["old_untagged_dev"] = result["old_untagged"]
-    held = result["by_split"][FRAMES_SPLIT]
+    held = summary(BenchRun([o for o in run.outcomes if o.scenario.split in HELD_OUT_SPLITS]))
+    result["current_first_held_out"] = held.get("current_first")
     result["old_untagged_held_out"] = held.get("old_untagged")
     result["false_supersessions_held_out"] = held.get("false_supersessions")
     result["scenarios"] = len(dev)
@@ -279,19 +287,19 @@ def trust_targets(result: dict[str, Any]) -> list[Target]:
             (result["by_split"][split].get("current_first") or 0) >= 0.9,
             str(result["by_split"][split].get("current_first")),
         )
-        for split in ("held_out", "held_out_2")
+        for split in ("held_out", "held_out_2", *HELD_OUT_SPLITS)
     ]
     targets += [
         at_most("outdated facts untagged in the pack", result["old_untagged"] or 0.0, 0.0, ""),
         at_most("unrelated facts wrongly ended", result["false_supersessions"], 0.0, ""),
         at_most(
-            "outdated facts untagged, held-out frames set",
+            "outdated facts untagged, held-out sets",
             result.get("old_untagged_held_out") or 0.0,
             0.0,
             "",
         ),
         at_most(
-            "unrelated facts wrongly ended, held-out frames set",
+            "unrelated facts wrongly ended, held-out sets",
             result.get("false_supersessions_held_out") or 0.0,
             0.0,
             "",
@@ -326,7 +334,12 @@ def main(args: argparse.Namespace) -> int:
     async def go() -> dict[str, Any]:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
-        result = await bench(SCENARIOS + HELD_OUT_FRAMES, args.repeats, overrides, embedder)
+        result = await bench(
+            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX,
+            args.repeats,
+            overrides,
+            embedder,
+        )
         # A correction in session 1 in session 2's prompt: a real gateway, two sessions.
         lessons = await trust_lessons.run()
         result["lessons_applied"] = lessons["lessons_applied"]

@@ -143,6 +143,7 @@ _VIEW_COLUMNS: tuple[Any, ...] = (
     _as_sent(MemoryItem.valid_until),
     _as_sent(MemoryItem.confirmed_at),
     MemoryItem.replaced_by_id,
+    MemoryItem.category,
     MemoryItem.embedding,
 )
 
@@ -216,6 +217,7 @@ def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32
         valid_until,
         confirmed_at,
         replaced_by_id,
+        category,
         embedding,
     ) = row
     view = MemoryView(
@@ -241,6 +243,7 @@ def _view_and_vector(row: Sequence[Any]) -> tuple[MemoryView, NDArray[np.float32
         valid_until=None if valid_until is None else _utc(valid_until),
         confirmed_at=None if confirmed_at is None else _utc(confirmed_at),
         replaced_by_id=replaced_by_id,
+        category=category,
     )
     return view, None if embedding is None else from_blob(embedding)
 

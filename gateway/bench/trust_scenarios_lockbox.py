@@ -1,0 +1,245 @@
+"""A lockbox set of ``agentgw bench trust``: statuses and life events, run once.
+
+Written and committed before the status rules (memory/statuses.py) existed, at
+the same time as held_out_3's blind run, and left out of the bench until those
+rules were frozen: held_out_3 was read while they were built, so it is no longer
+blind; this set is the blind figure. Other people, phrasings and domains than
+held_out_3. Never tuned on.
+
+Changes (``current`` and ``old``) and distractors (``keep``), as in
+gateway/bench/trust_scenarios_status.py.
+"""
+
+from __future__ import annotations
+
+from gateway.bench.trust_scenarios import Scenario, _s
+
+SPLIT = "lockbox"
+
+CHANGES: tuple[Scenario, ...] = (
+    _s(
+        "lb-head-chef",
+        ("2024-02-10", "I'm a sous chef at a tapas place in Valencia."),
+        ("2024-12-01", "Guess who's head chef now! They gave me the kitchen."),
+        q=("2025-01-05", "What's my position in the kitchen?"),
+        current="head chef now",
+        old="sous chef",
+        speaker="Marta",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-promotion-plain",
+        ("2024-04-04", "I work as an account executive, mostly B2B clients."),
+        ("2024-10-10", "Just got a promotion, my boss told me this afternoon!"),
+        q=("2024-11-11", "What's my job title?"),
+        current="got a promotion",
+        old="account executive",
+        speaker="Dev",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-sacked",
+        ("2024-01-20", "I'm a delivery driver for Ocado, four days a week."),
+        ("2024-05-05", "I got sacked on Monday, apparently I was too slow."),
+        q=("2024-06-01", "Do I still drive for Ocado?"),
+        current="got sacked",
+        old="delivery driver for Ocado",
+        speaker="Kev",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-resigned",
+        ("2023-11-11", "I work at Unilever in procurement."),
+        ("2024-06-06", "I resigned last month, I'm taking a year out to travel."),
+        q=("2024-07-01", "Where do I work?"),
+        current="resigned last month",
+        old="Unilever in procurement",
+        speaker="Priya",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-let-go",
+        ("2024-03-15", "I've been a recruiter at Hays for two years now."),
+        ("2024-09-30", "I was let go today, the whole recruitment team went."),
+        q=("2024-10-15", "Am I still a recruiter at Hays?"),
+        current="let go today",
+        old="recruiter at Hays",
+        speaker="Olu",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-new-employer",
+        ("2024-05-01", "I'm an electrician with a small firm in Cork."),
+        ("2025-01-15", "I've joined the ESB as an apprentice trainer, started this week."),
+        q=("2025-02-01", "Who do I work for?"),
+        current="joined the ESB",
+        old="small firm in Cork",
+        speaker="Sean",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-unemployed",
+        ("2024-02-02", "I'm a cashier at Lidl on the high street."),
+        ("2024-08-08", "I'm unemployed at the moment, the store shut down."),
+        q=("2024-09-01", "Where do I work?"),
+        current="unemployed at the moment",
+        old="cashier at Lidl",
+        speaker="Jo",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-phd-done",
+        ("2022-10-10", "I'm a PhD student at Utrecht working on soil bacteria."),
+        ("2025-03-03", "I finished my PhD in February, Dr. Jansen at last!"),
+        q=("2025-04-01", "Am I still a student?"),
+        current="finished my PhD",
+        old="PhD student at Utrecht",
+        speaker="Femke",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-pescatarian",
+        ("2024-01-01", "I'm pescatarian, fish is the only meat I eat."),
+        ("2024-09-09", "I've gone vegetarian, no more fish for me."),
+        q=("2024-10-10", "Do I eat fish?"),
+        current="gone vegetarian",
+        old="pescatarian, fish",
+        speaker="Lena",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-stopped-drinking",
+        ("2024-01-05", "I drink a bottle of wine most weekends."),
+        ("2024-07-07", "I stopped drinking in May, six weeks sober."),
+        q=("2024-08-01", "Do I drink?"),
+        current="stopped drinking",
+        old="bottle of wine",
+        speaker="Ray",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-bike-sold",
+        ("2024-03-03", "I ride a Triumph Bonneville on sunny days."),
+        ("2024-11-11", "I sold my Triumph to a guy from Leeds last week."),
+        q=("2024-12-01", "What motorbike do I ride?"),
+        current="sold my Triumph",
+        old="Triumph Bonneville",
+        speaker="Gaz",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-dog-died",
+        ("2024-02-02", "Our dog is called Biscuit, a scruffy terrier."),
+        ("2024-10-10", "Biscuit died on Sunday, we buried him in the garden."),
+        q=("2024-11-01", "What's my dog called?"),
+        current="died on Sunday",
+        old="scruffy terrier",
+        speaker="Nell",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-engaged-to-single",
+        ("2024-01-14", "I'm engaged to Ravi, the wedding's next year."),
+        ("2024-08-20", "Ravi and I split up in the summer, I'm single now."),
+        q=("2024-09-15", "Who is my partner?"),
+        current="single now",
+        old="engaged to Ravi",
+        speaker="Anika",
+        split=SPLIT,
+    ),
+)
+
+DISTRACTORS: tuple[Scenario, ...] = (
+    _s(
+        "lb-not-dad-retired",
+        ("2025-01-01", "I work as a plumber in Derby."),
+        ("2025-02-01", "My dad retired last week after forty years at the plant."),
+        q=("2025-03-01", "What do I do?"),
+        keep=("plumber in Derby",),
+        speaker="Lee",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-quit-twitter",
+        ("2025-01-01", "I'm a journalist at the Herald."),
+        ("2025-02-01", "I quit Twitter for good, it was rotting my brain."),
+        q=("2025-03-01", "Where do I work?"),
+        keep=("journalist at the Herald",),
+        speaker="Ines",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-fired-up",
+        ("2025-01-01", "I'm a PE teacher at Northfield Academy."),
+        ("2025-02-01", "I'm so fired up about the new season, the kids are brilliant."),
+        q=("2025-03-01", "Where do I teach?"),
+        keep=("PE teacher at Northfield",),
+        speaker="Tam",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-moved-to-notion",
+        ("2025-01-01", "I live in Cardiff, near the bay."),
+        ("2025-02-01", "I moved to Notion for all my notes, Evernote got too pricey."),
+        q=("2025-03-01", "Where do I live?"),
+        keep=("Cardiff, near the bay",),
+        speaker="Bryn",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-moved-to-nights",
+        ("2025-01-01", "We live in Dundee, in a terrace by the park."),
+        ("2025-02-01", "I moved to the night shift so I could do the school run."),
+        q=("2025-03-01", "Where do I live?"),
+        keep=("Dundee, in a terrace",),
+        speaker="Moira",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-side-job",
+        ("2025-01-01", "I'm a physio at the Royal Infirmary."),
+        ("2025-02-01", "I'm also a yoga instructor at a studio on Thursdays now."),
+        q=("2025-03-01", "What are my jobs?"),
+        keep=("physio at the Royal",),
+        speaker="Cat",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-friend-promoted",
+        ("2025-01-01", "I'm a sales assistant at Boots."),
+        ("2025-02-01", "Hannah got promoted to store manager, so proud of her."),
+        q=("2025-03-01", "What's my job?"),
+        keep=("sales assistant at Boots",),
+        speaker="Amy",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-sold-tickets",
+        ("2025-01-01", "I have a season ticket at Anfield."),
+        ("2025-02-01", "I sold my spare tickets for the cup game."),
+        q=("2025-03-01", "Do I have a season ticket?"),
+        keep=("season ticket at Anfield",),
+        speaker="Jay",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-plant-died",
+        ("2025-01-01", "We have a rescue greyhound called Dash."),
+        ("2025-02-01", "My basil plant died while we were away."),
+        q=("2025-03-01", "What pets do we have?"),
+        keep=("greyhound called Dash",),
+        speaker="Rosa",
+        split=SPLIT,
+    ),
+    _s(
+        "lb-not-graduated-kid",
+        ("2025-01-01", "I'm a student at Kingston, studying nursing."),
+        ("2025-02-01", "My son graduated from primary school today, so cute."),
+        q=("2025-03-01", "Am I a student?"),
+        keep=("student at Kingston",),
+        speaker="Efua",
+        split=SPLIT,
+    ),
+)
+
+LOCKBOX: tuple[Scenario, ...] = CHANGES + DISTRACTORS
