@@ -20,7 +20,7 @@ from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo
 from memory.embed import SentenceEmbedder
-from memory.jobs import merge
+from memory.jobs import merge, merge_plan
 from memory.jobs.base import JobContext
 from memory.jobs.guard import conflict, specifics
 from memory.jobs.nightly import nightly
@@ -154,7 +154,7 @@ def test_the_ann_neighbours_find_every_pair_all_pairs_finds() -> None:
     # 500 planted pairs (two copies of one source may fall just under), both ways.
     assert 900 < len(expected) <= 2 * 500
 
-    found = merge.neighbours(matrix, 0.85, k=20)
+    found = merge_plan.neighbours(matrix, 0.85, k=20)
     got = {(i, j) for i, near in enumerate(found) for j, _ in near}
     assert got == expected
     for i, near in enumerate(found):
