@@ -54,6 +54,8 @@ class MergeError(Exception):
 # Candidates read per reader call: one page's rows are turned into Python objects
 # in a reader thread of the serving process, which holds its GIL meanwhile.
 PAGE = 2000
+# Every type but the record (episodes: the messages themselves, never merged).
+MERGED_TYPES = tuple(t for t in ItemType if t is not ItemType.EPISODE)
 
 
 def _candidates(
@@ -76,7 +78,9 @@ def _candidates(
         .where(
             MemoryItem.person_id == person_id,
             MemoryItem.status == ItemStatus.ACTIVE,
-            MemoryItem.type != ItemType.EPISODE,
+            # Listed, not "!= episode": the (person_id, type) index then skips the
+            # person's episodes (a 100k store: 37 ms a page, where 167 ms scanned them).
+            MemoryItem.type.in_(MERGED_TYPES),
             MemoryItem.embedding.is_not(None),
             MemoryItem.embedding_model == model,
             MemoryItem.id > after,
