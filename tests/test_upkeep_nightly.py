@@ -230,6 +230,16 @@ async def test_conflicts_stay_apart_and_episodes_never_merge(
     assert all(after[i][0] is ItemStatus.ACTIVE for i in ids + episodes)
     assert counts["merged"] == 0
     assert counts["conflicts"] >= 3
+    assert counts["conflicts_known"] == counts["conflicts"]
+
+    # The next night the same pairs are known, not new; a pair with a new item is new.
+    again = await nightly(ctx(service))
+    assert again["conflicts"] == 0
+    assert again["conflicts_known"] == counts["conflicts_known"]
+    await add(service, address, "Miso is 5")
+    third = await nightly(ctx(service))
+    assert third["conflicts"] >= 1
+    assert third["conflicts_known"] == counts["conflicts_known"] + third["conflicts"]
 
 
 async def test_a_run_stopped_between_batches_is_finished_by_the_next(
