@@ -24,6 +24,7 @@ from memory.jobs import merge, merge_plan
 from memory.jobs.base import JobContext
 from memory.jobs.guard import conflict, specifics
 from memory.jobs.nightly import nightly
+from memory.jobs.offload import CpuWork
 from memory.models import MemoryItem, MemoryMerge, MemoryTrace
 from memory.repo import NewItem
 from memory.service import MemoryService
@@ -204,6 +205,34 @@ async def test_true_paraphrases_merge_keeping_provenance_and_the_merge_undoes(
     assert set(merged) <= set(await _live(index))
     with pytest.raises(merge.MergeError, match="already undone"):
         await merge.unmerge(service, records[best][0].id)
+
+
+async def test_the_child_process_finds_the_groups_the_thread_finds(
+    service: MemoryService, address: Address
+) -> None:
+    for a, b in [
+        ("Sam loves hiking in the Alps", "Sam really enjoys hiking in the Alps"),
+        ("Miso is 3", "Miso is 4"),
+    ]:
+        await add(service, address, a, confidence=0.9)
+        await add(service, address, b)
+
+    def shape(found: merge_plan.Found) -> tuple[Any, ...]:
+        groups = [
+            (g.survivor.id, [(m.id, round(c, 4)) for m, c in g.members]) for g in found.groups
+        ]
+        return groups, found.conflicts, found.new_conflicts
+
+    async with CpuWork("process") as cpu:
+        # A handful of items: below PROCESS_FROM the thread does it, child or not.
+        small = await merge.find(service, address.person_id, 0.85, cpu=cpu)
+        assert cpu.calls == 0
+        forced = await merge.find(service, address.person_id, 0.85, cpu=cpu, process_from=0)
+        assert cpu.calls == 1
+    threaded = await merge.find(service, address.person_id, 0.85)
+    assert shape(forced) == shape(threaded) == shape(small)
+    assert len(forced.groups) == 1
+    assert forced.conflicts == {"number": 1}
 
 
 async def _live(index: Any) -> list[int]:

@@ -54,6 +54,11 @@ class MergeError(Exception):
 # Candidates read per reader call: one page's rows are turned into Python objects
 # in a reader thread of the serving process, which holds its GIL meanwhile.
 PAGE = 2000
+# Below this many candidates a person's k-NN and grouping run in a worker thread
+# whatever ``cpu_work`` says: they hold the GIL a few ms, less than a process's start
+# costs in CPU (~0.3 s: the interpreter, numpy, hnswlib), which a nightly between
+# each of ``bench upkeep``'s replayed sessions would pay hundreds of times.
+PROCESS_FROM = 1000
 # Every type but the record (episodes: the messages themselves, never merged).
 MERGED_TYPES = tuple(t for t in ItemType if t is not ItemType.EPISODE)
 
@@ -100,9 +105,11 @@ async def find(
     *,
     cpu: CpuWork | None = None,
     new_after: int = 0,
+    process_from: int = PROCESS_FROM,
 ) -> Found:
     """The person's merge groups as the store holds them now (nothing is changed);
-    the computation runs where ``cpu`` says (default: a worker thread)."""
+    the computation runs where ``cpu`` says (default, and for fewer than
+    ``process_from`` candidates: a worker thread)."""
     embedder = service.embedder
     if embedder is None:
         return Found([], {})
@@ -125,7 +132,7 @@ async def find(
         return Found([], {})
     # One copy of the bytes, not an array per row.
     matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(items), -1).copy()
-    work = cpu if cpu is not None else CpuWork("thread")
+    work = cpu if cpu is not None and len(items) >= process_from else CpuWork("thread")
     return await work.run(find_groups, items, matrix, threshold, k, new_after)
 
 
