@@ -52,6 +52,7 @@ from gateway.config_core import (
 from gateway.config_memory import (
     BudgetConfig,
     ContinuityConfig,
+    CpuWorkKind,
     EmbedderKind,
     JudgeKind,
     LessonExtractor,
@@ -81,6 +82,7 @@ __all__ = [
     "ConfigError",
     "ContextConfig",
     "ContinuityConfig",
+    "CpuWorkKind",
     "EmbedderKind",
     "JudgeKind",
     "LessonExtractor",

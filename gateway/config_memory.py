@@ -24,6 +24,8 @@ from gateway.config_bounds import (
 from gateway.prices import DEFAULT_PRICES, Prices
 
 JudgeKind = Literal["auto", "local", "llm"]
+# Where the upkeep jobs' CPU-bound steps run (memory/jobs/offload.py).
+CpuWorkKind = Literal["process", "thread"]
 ObserverKind = Literal["auto", "rules", "llm"]
 
 
@@ -383,6 +385,11 @@ class UpkeepJobsConfig:
     # index of the person's items), not with all of them; more finds more of one
     # item's duplicates in one night, the rest merge the next.
     merge_neighbours: PositiveInt = 20
+    # Where the jobs' CPU-bound steps run (the merge's k-NN and grouping, ...):
+    # "process", a spawned process for the run, so the packs served meanwhile never
+    # wait behind them for this process's GIL; "thread", a worker thread of this
+    # process (no second process; packs are slower while they run).
+    cpu_work: CpuWorkKind = "process"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from playwright.async_api import Page, expect
 
 from gateway.store.repo import resolve_address
 from memory import repo
-from memory.jobs import merge
+from memory.jobs import merge, merge_plan
 from memory.repo import NewItem
 from memory.types import ItemStatus, ItemType
 from tests.conftest import RunningGateway, requires_chromium, screenshot
@@ -44,7 +44,9 @@ async def test_unmerge_from_the_memory_item_page(running: RunningGateway, page: 
         for i, t in zip((survivor, other), texts, strict=True)
     ]
     assert (
-        await merge.apply(memory, who.person_id, [merge.Group(found[0], [(found[1], 0.98)])], now)
+        await merge.apply(
+            memory, who.person_id, [merge_plan.Group(found[0], [(found[1], 0.98)])], now
+        )
         == 1
     )
 

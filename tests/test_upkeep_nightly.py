@@ -20,10 +20,11 @@ from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
 from memory import repo
 from memory.embed import SentenceEmbedder
-from memory.jobs import merge
+from memory.jobs import merge, merge_plan
 from memory.jobs.base import JobContext
 from memory.jobs.guard import conflict, specifics
 from memory.jobs.nightly import nightly
+from memory.jobs.offload import CpuWork
 from memory.models import MemoryItem, MemoryMerge, MemoryTrace
 from memory.repo import NewItem
 from memory.service import MemoryService
@@ -154,7 +155,7 @@ def test_the_ann_neighbours_find_every_pair_all_pairs_finds() -> None:
     # 500 planted pairs (two copies of one source may fall just under), both ways.
     assert 900 < len(expected) <= 2 * 500
 
-    found = merge.neighbours(matrix, 0.85, k=20)
+    found = merge_plan.neighbours(matrix, 0.85, k=20)
     got = {(i, j) for i, near in enumerate(found) for j, _ in near}
     assert got == expected
     for i, near in enumerate(found):
@@ -206,6 +207,34 @@ async def test_true_paraphrases_merge_keeping_provenance_and_the_merge_undoes(
         await merge.unmerge(service, records[best][0].id)
 
 
+async def test_the_child_process_finds_the_groups_the_thread_finds(
+    service: MemoryService, address: Address
+) -> None:
+    for a, b in [
+        ("Sam loves hiking in the Alps", "Sam really enjoys hiking in the Alps"),
+        ("Miso is 3", "Miso is 4"),
+    ]:
+        await add(service, address, a, confidence=0.9)
+        await add(service, address, b)
+
+    def shape(found: merge_plan.Found) -> tuple[Any, ...]:
+        groups = [
+            (g.survivor.id, [(m.id, round(c, 4)) for m, c in g.members]) for g in found.groups
+        ]
+        return groups, found.conflicts, found.new_conflicts
+
+    async with CpuWork("process") as cpu:
+        # A handful of items: below PROCESS_FROM the thread does it, child or not.
+        small = await merge.find(service, address.person_id, 0.85, cpu=cpu)
+        assert cpu.calls == 0
+        forced = await merge.find(service, address.person_id, 0.85, cpu=cpu, process_from=0)
+        assert cpu.calls == 1
+    threaded = await merge.find(service, address.person_id, 0.85)
+    assert shape(forced) == shape(threaded) == shape(small)
+    assert len(forced.groups) == 1
+    assert forced.conflicts == {"number": 1}
+
+
 async def _live(index: Any) -> list[int]:
     return sorted(index._live)
 
@@ -230,6 +259,16 @@ async def test_conflicts_stay_apart_and_episodes_never_merge(
     assert all(after[i][0] is ItemStatus.ACTIVE for i in ids + episodes)
     assert counts["merged"] == 0
     assert counts["conflicts"] >= 3
+    assert counts["conflicts_known"] == counts["conflicts"]
+
+    # The next night the same pairs are known, not new; a pair with a new item is new.
+    again = await nightly(ctx(service))
+    assert again["conflicts"] == 0
+    assert again["conflicts_known"] == counts["conflicts_known"]
+    await add(service, address, "Miso is 5")
+    third = await nightly(ctx(service))
+    assert third["conflicts"] >= 1
+    assert third["conflicts_known"] == counts["conflicts_known"] + third["conflicts"]
 
 
 async def test_a_run_stopped_between_batches_is_finished_by_the_next(

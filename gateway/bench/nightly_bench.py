@@ -5,23 +5,32 @@ store filled by ``agentgw bench pack --store DIR`` (one person, N episodes).
 Episodes never merge, so a store of episodes alone gives the merge nothing to
 compare: the first run adds ``--facts`` observer facts made from the store's own
 sentences, a fifth of them said twice in other words ("Sam said that ..." and
-"Sam mentioned that ..."), through the real write path (embedded, indexed). Then
-packs of generated questions are timed before (``pack_p95_ms_before``) and while
-(``pack_p95_ms_during``) one nightly run goes over the whole store
-(``nightly_s``, and its counts). A second run finds the merges done: it times a
-nightly with nothing left to merge.
+"Sam mentioned that ..."), through the real write path (embedded, indexed).
+
+Then it goes in rounds. Each round first undoes every merge the store holds
+(``merge.unmerge``, untimed), so every round's nightly has the same merges to
+do; then times ``BEFORE_PER_ROUND`` packs of generated questions with nothing
+else running, then packs one after another while one nightly run goes over the
+whole store, until it ends (a pack under way when it ends counts). Rounds go on
+until ``min_packs`` packs were timed during nightlies (a nightly lasts about a
+second, a handful of packs: one round's p95 would say little), at most
+``max_rounds``. The packs before and during are pooled over the rounds, so the
+two sets are interleaved in time and the machine's load weighs on both alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import random
+import resource
+import statistics
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
@@ -30,14 +39,20 @@ from gateway.config import load_config
 from gateway.store import Store
 from gateway.store.repo import resolve_address
 from memory import repo
+from memory.jobs import merge
 from memory.jobs.base import JobContext
 from memory.jobs.nightly import nightly
-from memory.models import MemoryItem
+from memory.models import MemoryItem, MemoryMerge
 from memory.repo import NewItem
 from memory.service import MemoryService, PackRequest, load_embedder
 from memory.types import ItemType
 
+if TYPE_CHECKING:
+    from gateway.config import CpuWorkKind
+
 FACTS_ADDED = "nightly_bench.facts"
+# Packs timed with nothing else running, at the start of each round.
+BEFORE_PER_ROUND = 10
 
 
 async def add_facts(service: MemoryService, person_id: int, count: int) -> int:
@@ -99,12 +114,44 @@ async def packs(
     return timings
 
 
-async def run(store_dir: Path, facts: int) -> dict[str, Any]:
+async def undo_merges(service: MemoryService, person_id: int) -> int:
+    """Undo every merge of the person not undone yet, newest first; how many."""
+    async with service.store.reader() as session:
+        ids = list(
+            (
+                await session.scalars(
+                    select(MemoryMerge.id)
+                    .where(MemoryMerge.person_id == person_id, MemoryMerge.undone_at.is_(None))
+                    .order_by(MemoryMerge.id.desc())
+                )
+            ).all()
+        )
+    for merge_id in ids:
+        await merge.unmerge(service, merge_id)
+    return len(ids)
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run(
+    store_dir: Path,
+    facts: int,
+    *,
+    min_packs: int = 50,
+    max_rounds: int = 30,
+    cpu_work: CpuWorkKind | None = None,
+) -> dict[str, Any]:
     config = load_config(
         None,
         env={},
         overrides={"store": {"data_dir": str(store_dir)}, "memory": {"embedder": "minilm"}},
     )
+    settings = config.upkeep_jobs
+    if cpu_work is not None:
+        settings = dataclasses.replace(settings, cpu_work=cpu_work)
     embedder = await asyncio.to_thread(load_embedder, config.memory)
     async with Store(config.database_url) as store:
         service = MemoryService(store, config.memory, config.data_dir / "memory-index", embedder)
@@ -117,25 +164,62 @@ async def run(store_dir: Path, facts: int) -> dict[str, Any]:
         warm = random.Random(5)
         for _ in range(20):
             await service.build_pack(PackRequest(person, question(warm), datetime.now(UTC)))
-        before = await packs(service, person, random.Random(6), asyncio.Event(), 100)
-        stop = asyncio.Event()
-        during_task = asyncio.create_task(packs(service, person, random.Random(7), stop, 10**6))
-        ctx = JobContext(service=service, now=datetime.now(UTC) + timedelta(days=1))
-        began = time.perf_counter()
-        counts = await nightly(ctx)
-        nightly_s = time.perf_counter() - began
-        stop.set()
-        during = await during_task
+        before: list[float] = []
+        during: list[float] = []
+        rounds: list[dict[str, Any]] = []
+        first_counts: dict[str, Any] = {}
+        rng_before, rng_during = random.Random(6), random.Random(7)
+        serving_cpu = job_cpu = 0.0
+        while len(during) < min_packs and len(rounds) < max_rounds:
+            undone = await undo_merges(service, person)
+            before += await packs(service, person, rng_before, asyncio.Event(), BEFORE_PER_ROUND)
+            stop = asyncio.Event()
+            during_task = asyncio.create_task(
+                packs(service, person, rng_during, stop, 10**6), name="nightly-bench-packs"
+            )
+            ctx = JobContext(service=service, now=datetime.now(UTC) + timedelta(days=1))
+            cpu_before, children_before = time.process_time(), _children_cpu_s()
+            began = time.perf_counter()
+            try:
+                counts = await nightly(ctx, settings)
+            finally:
+                stop.set()
+                timed = await during_task
+            nightly_s = time.perf_counter() - began
+            serving_cpu += time.process_time() - cpu_before
+            job_cpu += _children_cpu_s() - children_before
+            during += timed
+            first_counts = first_counts or dict(counts)
+            rounds.append(
+                {
+                    "undone": undone,
+                    "nightly_s": round(nightly_s, 2),
+                    "merged": counts["merged"],
+                    "packs": len(timed),
+                }
+            )
         await service.aclose()
+    seconds = [r["nightly_s"] for r in rounds]
     return {
         "items": await _count(config.database_url),
         "facts_added": added,
         "facts_add_s": round(add_s, 1),
-        "nightly_s": round(nightly_s, 1),
-        "counts": counts,
-        "pack_p95_ms_before": percentile(before, 0.95),
+        "cpu_work": settings.cpu_work,
+        "rounds": len(rounds),
+        "nightly_s": round(statistics.median(seconds), 2) if seconds else None,
+        "nightly_s_max": max(seconds, default=None),
+        "merged_per_round": [r["merged"] for r in rounds],
+        "counts": first_counts,
+        "pack_p95_ms_before": percentile(before, 0.95) if before else None,
         "pack_p95_ms_during": percentile(during, 0.95) if during else None,
+        "pack_p50_ms_before": percentile(before, 0.5) if before else None,
+        "pack_p50_ms_during": percentile(during, 0.5) if during else None,
+        "packs_before": len(before),
         "packs_during": len(during),
+        # CPU seconds over the rounds' nightlies: this process's (the nightly's share
+        # and the packs'), and the job's spawned process's (cpu_work "process").
+        "cpu_s_serving_process": round(serving_cpu, 2),
+        "cpu_s_job_process": round(job_cpu, 2),
     }
 
 
@@ -148,9 +232,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.bench.nightly_bench")
     parser.add_argument("--store", type=Path, required=True, help="a store of `bench pack --store`")
     parser.add_argument("--facts", type=int, default=10000, help="facts added on the first run")
+    parser.add_argument(
+        "--min-packs", type=int, default=50, help="packs to time during nightlies (default: 50)"
+    )
+    parser.add_argument(
+        "--cpu-work",
+        choices=["process", "thread"],
+        help="where the nightly's CPU-bound steps run (default: the config's, process)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = asyncio.run(run(args.store, args.facts))
+    result = asyncio.run(
+        run(args.store, args.facts, min_packs=args.min_packs, cpu_work=args.cpu_work)
+    )
     print(json.dumps(result, indent=None if args.json else 2))
     return 0
 

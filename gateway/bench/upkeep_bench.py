@@ -25,11 +25,13 @@ from gateway.errors import ConfigError
 
 if TYPE_CHECKING:
     from gateway.bench.report import Target
+    from gateway.config import CpuWorkKind
 
 # The targets.
 RECALL_SLACK = 0.005
 NIGHTLY_MAX_S = 300.0
 PACK_P95_MAX_MS = 25.0
+PACKS_DURING_MIN = 50
 
 
 def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,6 +70,19 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         type=int,
         default=2500,
         help="observer facts the scale run adds to a store that has none yet (a fifth twice)",
+    )
+    upkeep.add_argument(
+        "--packs-during",
+        type=int,
+        default=50,
+        help="the scale run repeats the nightly (its merges undone in between) until this "
+        "many packs were timed while one ran (default: 50)",
+    )
+    upkeep.add_argument(
+        "--cpu-work",
+        choices=["process", "thread"],
+        help="where the scale run's nightly does its CPU-bound steps (default: the "
+        "config's [upkeep_jobs] cpu_work, process)",
     )
     upkeep.add_argument(
         "--json", action="store_true", help="print JSON instead of text (default: text)"
@@ -130,10 +145,12 @@ async def replay_bench(
     }
 
 
-async def scale_bench(store: Path, facts: int) -> dict[str, Any]:
+async def scale_bench(
+    store: Path, facts: int, packs_during: int = 50, cpu_work: CpuWorkKind | None = None
+) -> dict[str, Any]:
     from gateway.bench import nightly_bench
 
-    result = await nightly_bench.run(store, facts)
+    result = await nightly_bench.run(store, facts, min_packs=packs_during, cpu_work=cpu_work)
     before, during = result["pack_p95_ms_before"], result["pack_p95_ms_during"]
     result["pack_p95_ratio"] = round(during / before, 2) if during and before else None
     return result
@@ -165,17 +182,21 @@ def upkeep_targets(result: dict[str, Any]) -> list[Target]:
         targets.append(
             Target(
                 f"nightly over {scale['items']} items <= {NIGHTLY_MAX_S:.0f} s",
-                scale["nightly_s"] <= NIGHTLY_MAX_S,
-                f"{scale['nightly_s']} s",
+                scale["nightly_s_max"] <= NIGHTLY_MAX_S,
+                f"{scale['nightly_s']} s (median of {scale['rounds']} runs), "
+                f"{scale['nightly_s_max']} s at most",
             )
         )
         during = scale["pack_p95_ms_during"]
+        # A p95 of a handful of packs says little: the target needs enough of them.
+        enough = scale["packs_during"] >= PACKS_DURING_MIN
         targets.append(
             Target(
-                f"pack p95 <= {PACK_P95_MAX_MS:.0f} ms while the nightly runs",
-                during is not None and during <= PACK_P95_MAX_MS,
-                f"{during} ms during, {scale['pack_p95_ms_before']} ms before "
-                f"(ratio {scale['pack_p95_ratio']})",
+                f"pack p95 <= {PACK_P95_MAX_MS:.0f} ms while the nightly runs "
+                f"(over >= {PACKS_DURING_MIN} packs)",
+                enough and during is not None and during <= PACK_P95_MAX_MS,
+                f"{during} ms during ({scale['packs_during']} packs), "
+                f"{scale['pack_p95_ms_before']} ms before (ratio {scale['pack_p95_ratio']})",
             )
         )
     return targets
@@ -210,7 +231,11 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"--scale-store {args.scale_store}: not a store of `agentgw bench pack --store`"
             )
-        result["nightly_at_scale"] = asyncio.run(scale_bench(args.scale_store, args.facts))
+        if args.packs_during < 1:
+            raise ConfigError("--packs-during must be positive")
+        result["nightly_at_scale"] = asyncio.run(
+            scale_bench(args.scale_store, args.facts, args.packs_during, args.cpu_work)
+        )
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:

@@ -2,7 +2,7 @@
 
 Per person, the active non-episode items (facts, preferences, observations,
 insights...) embedded by the current model are put in a throwaway hnswlib
-index in a worker thread, and each asks it for its ``merge_neighbours``
+index, and each asks it for its ``merge_neighbours``
 nearest: the pairs above ``merge_cosine`` among those are the candidates
 (n log n; all pairs, as first built, took minutes at 100k items). Groups form
 around survivors, best first (confidence, then priority, accesses, newest):
@@ -15,6 +15,12 @@ of their accesses and reinforcement (its confirmations). Each merge is a row
 of ``memory_merges`` holding what the survivor was, so ``unmerge`` gives it
 all back.
 
+Where the work runs (memory/jobs/offload.py): the candidates are read here
+a page at a time, and the k-NN and the grouping (pure Python over the pairs,
+the guard's regular expressions) run in ``CpuWork``'s process, so the packs
+served meanwhile never wait for this process's GIL behind them. The writes
+stay here, a few statements per batch (executemany), not a few per merge.
+
 Resumable: merges are written a batch at a time, each batch one transaction
 that re-checks every item is still active, and the next run reads what is
 left from the store; a run killed mid-way loses or doubles nothing.
@@ -22,19 +28,18 @@ left from the store; a run killed mid-way loses or doubles nothing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
-from memory.embed import from_blob
-from memory.jobs.guard import Specifics, conflict, specifics
+from memory.jobs.merge_plan import Candidate, Found, Group, find_groups
+from memory.jobs.offload import CpuWork
 from memory.models import MemoryItem, MemoryMerge
 from memory.service import MemoryService
 from memory.types import ItemStatus, ItemType
@@ -46,33 +51,23 @@ class MergeError(Exception):
     """A merge that cannot be undone (already undone, or its items moved on since)."""
 
 
-@dataclass(frozen=True)
-class Candidate:
-    id: int
-    type: ItemType
-    content: str
-    confidence: float
-    priority: float
-    access_count: int
-    refers: tuple[date | None, date | None]
-
-
-@dataclass
-class Group:
-    survivor: Candidate
-    members: list[tuple[Candidate, float]] = field(default_factory=list)
-
-
-@dataclass
-class Found:
-    groups: list[Group]
-    # Pairs above the threshold the guard kept apart, by reason (number, date, name).
-    conflicts: dict[str, int]
+# Candidates read per reader call: one page's rows are turned into Python objects
+# in a reader thread of the serving process, which holds its GIL meanwhile.
+PAGE = 2000
+# Below this many candidates a person's k-NN and grouping run in a worker thread
+# whatever ``cpu_work`` says: they hold the GIL a few ms, less than a process's start
+# costs in CPU (~0.3 s: the interpreter, numpy, hnswlib), which a nightly between
+# each of ``bench upkeep``'s replayed sessions would pay hundreds of times.
+PROCESS_FROM = 1000
+# Every type but the record (episodes: the messages themselves, never merged).
+MERGED_TYPES = tuple(t for t in ItemType if t is not ItemType.EPISODE)
 
 
 def _candidates(
-    connection: Connection, person_id: int, model: str
-) -> tuple[list[Candidate], NDArray[np.float32]]:
+    connection: Connection, person_id: int, model: str, after: int, limit: int
+) -> tuple[list[Candidate], list[bytes]]:
+    """A page of the person's merge candidates after id ``after``, and their vectors'
+    bytes."""
     rows = connection.execute(
         select(
             MemoryItem.id,
@@ -88,125 +83,57 @@ def _candidates(
         .where(
             MemoryItem.person_id == person_id,
             MemoryItem.status == ItemStatus.ACTIVE,
-            MemoryItem.type != ItemType.EPISODE,
+            # Listed, not "!= episode": the (person_id, type) index then skips the
+            # person's episodes (a 100k store: 37 ms a page, where 167 ms scanned them).
+            MemoryItem.type.in_(MERGED_TYPES),
             MemoryItem.embedding.is_not(None),
             MemoryItem.embedding_model == model,
+            MemoryItem.id > after,
         )
         .order_by(MemoryItem.id)
+        .limit(limit)
     ).all()
     found = [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], (r[6], r[7])) for r in rows]
-    vectors = [from_blob(r[8] or b"") for r in rows]
-    matrix = np.stack(vectors) if vectors else np.zeros((0, 0), np.float32)
-    return found, matrix
+    return found, [r[8] or b"" for r in rows]
 
 
-def neighbours(
-    matrix: NDArray[np.float32], threshold: float, k: int = 20
-) -> list[list[tuple[int, float]]]:
-    """Each row's other rows above ``threshold`` (cosine: the rows are unit vectors)
-    among its ``k`` nearest, found by an hnswlib index of the rows: ~n log n, where
-    all pairs were n² (minutes at 100k items). The lists are made symmetric (an ANN
-    search can find j from i and miss i from j), so a survivor sees every item that
-    found it. An item with more than ``k`` duplicates keeps the rest for the next
-    night (each merge leaves fewer). Blocking: run it in a thread."""
-    import hnswlib
-
-    n = matrix.shape[0]
-    found: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    if n < 2:
-        return found
-    wanted = min(k, n - 1) + 1  # +1: a row finds itself first
-    index = hnswlib.Index(space="ip", dim=matrix.shape[1])
-    index.init_index(max_elements=n, ef_construction=max(100, 2 * wanted), M=16)
-    # One thread: the gateway's packs share the machine while the nightly runs.
-    index.add_items(matrix, np.arange(n), num_threads=1)
-    index.set_ef(max(64, 2 * wanted))
-    labels, distances = index.knn_query(matrix, k=wanted, num_threads=1)
-    # hnswlib's "ip" distance is 1 - inner product.
-    similarity = 1.0 - distances
-    rows, cols = np.nonzero((similarity > threshold) & (labels != np.arange(n)[:, None]))
-    pairs: dict[tuple[int, int], float] = {}
-    for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
-        j = int(labels[r, c])
-        pairs[(min(r, j), max(r, j))] = float(similarity[r, c])
-    for (i, j), cosine in pairs.items():
-        found[i].append((j, cosine))
-        found[j].append((i, cosine))
-    return found
-
-
-def group(items: Sequence[Candidate], near: Sequence[Sequence[tuple[int, float]]]) -> Found:
-    """Survivors best first, each taking its untaken neighbours the guard lets through."""
-    order = sorted(
-        range(len(items)),
-        key=lambda i: (
-            -items[i].confidence,
-            -items[i].priority,
-            -items[i].access_count,
-            -items[i].id,
-        ),
-    )
-    taken: set[int] = set()
-    groups: list[Group] = []
-    conflicts: dict[str, int] = {}
-    counted: set[tuple[int, int]] = set()
-    cache: dict[int, Specifics] = {}
-
-    def spec(i: int) -> Specifics:
-        if i not in cache:
-            cache[i] = specifics(items[i].content, items[i].refers)
-        return cache[i]
-
-    for i in order:
-        if i in taken or not near[i]:
-            continue
-        members: list[tuple[Candidate, float]] = []
-        for j, cosine in sorted(near[i], key=lambda pair: -pair[1]):
-            if j in taken:
-                continue
-            why = conflict(spec(i), spec(j))
-            if why is not None:
-                pair = (min(i, j), max(i, j))
-                if pair not in counted:
-                    counted.add(pair)
-                    conflicts[why] = conflicts.get(why, 0) + 1
-                continue
-            members.append((items[j], cosine))
-        if members:
-            taken.add(i)
-            taken.update(_index_of(items, m.id) for m, _ in members)
-            groups.append(Group(items[i], members))
-    return Found(groups, conflicts)
-
-
-def _index_of(items: Sequence[Candidate], item_id: int) -> int:
-    # Items are in id order (the query sorts them): a binary search.
-    lo, hi = 0, len(items)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if items[mid].id < item_id:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-async def find(service: MemoryService, person_id: int, threshold: float, k: int = 20) -> Found:
-    """The person's merge groups as the store holds them now (nothing is changed)."""
+async def find(
+    service: MemoryService,
+    person_id: int,
+    threshold: float,
+    k: int = 20,
+    *,
+    cpu: CpuWork | None = None,
+    new_after: int = 0,
+    process_from: int = PROCESS_FROM,
+) -> Found:
+    """The person's merge groups as the store holds them now (nothing is changed);
+    the computation runs where ``cpu`` says (default, and for fewer than
+    ``process_from`` candidates: a worker thread)."""
     embedder = service.embedder
     if embedder is None:
         return Found([], {})
-    model = embedder.model_name
-    items, matrix = await service.store.read(
-        lambda connection: _candidates(connection, person_id, model)
-    )
+    model, width = embedder.model_name, 4 * embedder.dim
+    items: list[Candidate] = []
+    blobs: list[bytes] = []
+    after = 0
+    while True:
+        page, page_blobs = await service.store.read(
+            partial(_candidates, person_id=person_id, model=model, after=after, limit=PAGE)
+        )
+        for item, blob in zip(page, page_blobs, strict=True):
+            if len(blob) == width:
+                items.append(item)
+                blobs.append(blob)
+        if len(page) < PAGE:
+            break
+        after = page[-1].id
     if len(items) < 2:
         return Found([], {})
-
-    def work() -> Found:
-        return group(items, neighbours(matrix, threshold, k))
-
-    return await asyncio.to_thread(work)
+    # One copy of the bytes, not an array per row.
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(items), -1).copy()
+    work = cpu if cpu is not None and len(items) >= process_from else CpuWork("thread")
+    return await work.run(find_groups, items, matrix, threshold, k, new_after)
 
 
 _ITEM = (
@@ -219,6 +146,8 @@ _ITEM = (
     MemoryItem.pinned,
     MemoryItem.priority,
 )
+# Ids per IN list: well under SQLite's and asyncpg's bound parameter limits.
+_IN_CHUNK = 900
 _MERGE = (
     MemoryMerge.id,
     MemoryMerge.person_id,
@@ -232,25 +161,30 @@ _MERGE = (
 
 
 def _apply(connection: Connection, person_id: int, groups: Sequence[Group], at: datetime) -> int:
-    """Write a batch of merges in one transaction; how many items were superseded."""
-    merged = 0
-    for g in groups:
-        survivor = connection.execute(
+    """Write a batch of merges in one transaction; how many items were superseded.
+
+    Every item is read again here (one query for the batch) and a group keeps only
+    its members still active; the batch's changes go as three executemany
+    statements, so its cost in this process's Python does not grow a statement
+    per merge."""
+    wanted = [g.survivor.id for g in groups] + [m.id for g in groups for m, _ in g.members]
+    rows = {
+        row.id: row
+        for start in range(0, len(wanted), _IN_CHUNK)
+        for row in connection.execute(
             select(*_ITEM).where(
-                MemoryItem.id == g.survivor.id, MemoryItem.status == ItemStatus.ACTIVE
+                MemoryItem.id.in_(wanted[start : start + _IN_CHUNK]),
+                MemoryItem.status == ItemStatus.ACTIVE,
             )
-        ).one_or_none()
+        )
+    }
+    survivors: list[dict[str, Any]] = []
+    superseded: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    for g in groups:
+        survivor = rows.get(g.survivor.id)
         if survivor is None:
             continue  # moved on since it was read (forgotten, superseded)
-        wanted = [m.id for m, _ in g.members]
-        rows = {
-            row.id: row
-            for row in connection.execute(
-                select(*_ITEM).where(
-                    MemoryItem.id.in_(wanted), MemoryItem.status == ItemStatus.ACTIVE
-                )
-            )
-        }
         members = [(m, cos) for m, cos in g.members if m.id in rows]
         if not members:
             continue
@@ -269,41 +203,58 @@ def _apply(connection: Connection, person_id: int, groups: Sequence[Group], at: 
                 None if survivor.last_accessed_at is None else survivor.last_accessed_at.isoformat()
             ),
         }
-        connection.execute(
-            update(MemoryItem)
-            .where(MemoryItem.id == survivor.id)
-            .values(
-                source_message_ids=sources,
-                access_count=MemoryItem.access_count + accesses,
-                strength=MemoryItem.strength + strength,
-                last_accessed_at=max(seen) if seen else None,
-                pinned=survivor.pinned or any(rows[m.id].pinned for m, _ in members),
-                priority=max([survivor.priority] + [rows[m.id].priority for m, _ in members]),
-            )
+        survivors.append(
+            {
+                "b_id": survivor.id,
+                "b_sources": sources,
+                "b_accesses": accesses,
+                "b_strength": strength,
+                "b_last": max(seen) if seen else None,
+                "b_pinned": survivor.pinned or any(rows[m.id].pinned for m, _ in members),
+                "b_priority": max([survivor.priority] + [rows[m.id].priority for m, _ in members]),
+            }
         )
         ids = [m.id for m, _ in members]
-        connection.execute(
-            update(MemoryItem)
-            .where(MemoryItem.id.in_(ids))
-            .values(
-                status=ItemStatus.SUPERSEDED,
-                superseded_by_id=survivor.id,
-                status_changed_at=at,
-            )
+        superseded.extend({"b_id": i, "b_survivor": survivor.id} for i in ids)
+        records.append(
+            {
+                "person_id": person_id,
+                "survivor_id": survivor.id,
+                "merged_ids": ids,
+                "similarities": [round(cos, 4) for _, cos in members],
+                "before": before,
+                "added": {"access_count": accesses, "strength": strength},
+                "created_at": at,
+            }
         )
-        connection.execute(
-            insert(MemoryMerge).values(
-                person_id=person_id,
-                survivor_id=survivor.id,
-                merged_ids=ids,
-                similarities=[round(cos, 4) for _, cos in members],
-                before=before,
-                added={"access_count": accesses, "strength": strength},
-                created_at=at,
-            )
-        )
-        merged += len(ids)
-    return merged
+    if not survivors:
+        return 0
+    column = MemoryItem.__table__.c
+    connection.execute(
+        update(MemoryItem)
+        .where(MemoryItem.id == bindparam("b_id"))
+        .values(
+            source_message_ids=bindparam("b_sources", type_=column.source_message_ids.type),
+            access_count=MemoryItem.access_count + bindparam("b_accesses"),
+            strength=MemoryItem.strength + bindparam("b_strength"),
+            last_accessed_at=bindparam("b_last", type_=column.last_accessed_at.type),
+            pinned=bindparam("b_pinned", type_=column.pinned.type),
+            priority=bindparam("b_priority", type_=column.priority.type),
+        ),
+        survivors,
+    )
+    connection.execute(
+        update(MemoryItem)
+        .where(MemoryItem.id == bindparam("b_id"))
+        .values(
+            status=ItemStatus.SUPERSEDED,
+            superseded_by_id=bindparam("b_survivor"),
+            status_changed_at=at,
+        ),
+        superseded,
+    )
+    connection.execute(insert(MemoryMerge), records)
+    return len(superseded)
 
 
 async def apply(
