@@ -48,8 +48,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
+import operator
+import os
 import tempfile
 import time
 import uuid
@@ -62,6 +65,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import Connection, select
 
+from gateway.bench.cluster_cpu import CpuSeconds, cpu_report, postmaster_pid, snapshot
 from gateway.bench.cluster_find import cross_process_find
 from gateway.bench.cluster_pages import PREFIX, Page, cluster_config_text
 from gateway.bench.gateway_bench import GatewayProcess, free_port
@@ -97,7 +101,19 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     bench.add_argument("--lease-s", type=float, default=15.0, help="store.lease_s")
     bench.add_argument(
-        "--no-throughput", action="store_true", help="skip the 1 vs 2 processes stage"
+        "--no-failover", action="store_true", help="skip the stage that kills a process"
+    )
+    bench.add_argument(
+        "--throughput-rounds",
+        type=int,
+        default=2,
+        help="rounds of the 1 vs 2 processes stage, the order swapped each round (0: skip)",
+    )
+    bench.add_argument(
+        "--warmup-turns",
+        type=int,
+        default=1,
+        help="untimed turns per conversation before the throughput stage's window",
     )
     bench.add_argument(
         "--find-runs", type=int, default=30, help="items of the cross-process find (0: skip)"
@@ -343,31 +359,95 @@ async def run_failover(server: str, root: Path, args: argparse.Namespace) -> dic
     }
 
 
-async def run_throughput(server: str, root: Path, count: int, args: argparse.Namespace) -> float:
-    """Turns/s of ``count`` processes under the bench's load, one page per conversation."""
+@dataclass(frozen=True)
+class Window:
+    """One measured window of the throughput stage: its turns, wall time and CPU."""
+
+    processes: int
+    turns: int
+    wall_s: float
+    cpu: CpuSeconds
+
+
+async def run_throughput(
+    server: str, postmaster: int, root: Path, count: int, args: argparse.Namespace
+) -> Window:
+    """Turns/s of ``count`` processes under the bench's load, one page per conversation.
+
+    Each conversation first sends ``--warmup-turns`` untimed turns (its person,
+    conversation and indexes are made, the processes' caches fill); then every
+    conversation sends ``--turns`` more, and that window is timed, with the CPU
+    of each party over it."""
     run = uuid.uuid4().hex[:6]
     sessions = [f"tp-{run}-{i:04d}" for i in range(args.conversations)]
     async with (
         cluster(
-            server, root, count, stages=args.stages, lease_s=args.lease_s, turns=args.turns
+            server,
+            root,
+            count,
+            stages=args.stages,
+            lease_s=args.lease_s,
+            turns=args.turns + args.warmup_turns,
         ) as gateways,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client,
     ):
         pages = [Page(s, gateways.chooser(i), client) for i, s in enumerate(sessions)]
         await asyncio.gather(*(page.open() for page in pages))
-        started = time.monotonic()
+        pids = [process.pid for process in gateways.processes]
 
-        async def converse(page: Page) -> None:
-            for index in range(args.turns):
+        async def converse(page: Page, turns: range) -> None:
+            for index in turns:
                 await page.ask(
                     _text(page.session, index), f"{page.session}-{index}", TURN_TIMEOUT_S
                 )
 
-        await asyncio.gather(*(converse(page) for page in pages))
+        warmup = range(args.warmup_turns)
+        await asyncio.gather(*(converse(page, warmup) for page in pages))
+        before = snapshot(pids, postmaster)
+        started = time.monotonic()
+        measured = range(args.warmup_turns, args.warmup_turns + args.turns)
+        await asyncio.gather(*(converse(page, measured) for page in pages))
         wall = time.monotonic() - started
+        used = snapshot(pids, postmaster) - before
         for page in pages:
             await page.close()
-    return float(args.conversations * args.turns / wall)
+    return Window(count, args.conversations * args.turns, wall, used)
+
+
+async def throughput(server: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``--throughput-rounds`` rounds of one process and two, the order swapped each
+    round (so a load that grows or fades on the machine does not favour one); the
+    turns/s of each over all its rounds, their ratio, and the CPU per turn of each
+    party. ``ratio_ceiling``: the ratio two processes would reach if the parties
+    kept every core busy at the CPU per turn they spent (the most the machine allows
+    at that cost)."""
+    postmaster = await postmaster_pid(server)
+    windows: dict[int, list[Window]] = {1: [], 2: []}
+    for round_ in range(args.throughput_rounds):
+        for count in (1, 2) if round_ % 2 == 0 else (2, 1):
+            windows[count].append(await run_throughput(server, postmaster, root, count, args))
+    result: dict[str, Any] = {}
+    rate: dict[int, float] = {}
+    for count, measured in windows.items():
+        turns = sum(w.turns for w in measured)
+        wall = sum(w.wall_s for w in measured)
+        used = functools.reduce(operator.add, (w.cpu for w in measured))
+        rate[count] = turns / wall
+        report = cpu_report(used, turns, wall)
+        result[f"turns_per_s_{count}"] = round(rate[count], 2)
+        result[f"cpu_ms_per_turn_{count}"] = report["cpu_ms_per_turn"]
+        result[f"cores_busy_{count}"] = report["cores_busy"]
+    result["throughput_ratio"] = round(rate[2] / rate[1], 3)
+    result["throughput_rounds"] = [
+        {"processes": w.processes, "turns_per_s": round(w.turns / w.wall_s, 2)}
+        for pair in zip(windows[1], windows[2], strict=True)
+        for w in sorted(pair, key=lambda w: w.processes)
+    ]
+    ms_per_turn_2 = result["cpu_ms_per_turn_2"]["total"]
+    if ms_per_turn_2 > 0:
+        cores = os.cpu_count() or 1
+        result["ratio_ceiling"] = round(cores * 1000 / ms_per_turn_2 / rate[1], 3)
+    return result
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -376,15 +456,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         throwaway_postgres() as server,
     ):
         root = Path(folder)
-        result = await run_failover(server, root, args)
-        if not args.no_throughput:
-            one = await run_throughput(server, root, 1, args)
-            two = await run_throughput(server, root, 2, args)
-            result.update(
-                turns_per_s_1=round(one, 2),
-                turns_per_s_2=round(two, 2),
-                throughput_ratio=round(two / one, 3),
-            )
+        result: dict[str, Any] = {}
+        if not args.no_failover:
+            result.update(await run_failover(server, root, args))
+        if args.throughput_rounds > 0:
+            result.update(await throughput(server, root, args))
         if args.find_runs > 0:
             found = root / "find"
             found.mkdir()
@@ -395,13 +471,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cluster_targets(result: dict[str, Any]) -> list[Target]:
-    targets = [
-        at_most("lost_messages", result["lost_messages"], 0, ""),
-        at_most("duplicate_replies", result["duplicate_replies"], 0, ""),
-        at_most("order_violations", result["order_violations"], 0, ""),
-        at_most("watcher_missing", result["watcher_missing"], 0, ""),
-        at_most("failover_seconds", result["failover_seconds"], TARGET_FAILOVER_S, "s"),
-    ]
+    targets = []
+    if "lost_messages" in result:
+        targets += [
+            at_most("lost_messages", result["lost_messages"], 0, ""),
+            at_most("duplicate_replies", result["duplicate_replies"], 0, ""),
+            at_most("order_violations", result["order_violations"], 0, ""),
+            at_most("watcher_missing", result["watcher_missing"], 0, ""),
+            at_most("failover_seconds", result["failover_seconds"], TARGET_FAILOVER_S, "s"),
+        ]
     find = result.get("cross_process_find_ms")
     if find is not None:
         targets.append(
@@ -422,6 +500,8 @@ def cluster_targets(result: dict[str, Any]) -> list[Target]:
 def main(args: argparse.Namespace) -> int:
     if args.processes < 2 or args.conversations < 1 or args.turns < 1:
         raise SystemExit("--processes must be 2 or more, --conversations and --turns 1 or more")
+    if args.throughput_rounds < 0 or args.warmup_turns < 0:
+        raise SystemExit("--throughput-rounds and --warmup-turns must be 0 or more")
     result = asyncio.run(run(args))
     targets = cluster_targets(result)
     if args.json:
