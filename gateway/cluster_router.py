@@ -207,6 +207,9 @@ async def open_cluster_router(
     )
     fanout = TurnFanout(store, hub, listener, owner)
     fanout.on_remote_message = router.poke
+    # Until its models are loaded this process stores messages but runs no turn:
+    # then (only) the others are asked to claim them at once.
+    fanout.asks_others = lambda: not router.ready
     await fanout.start()
     parts.push_async_callback(fanout.aclose)
     await router.renewer.start()
