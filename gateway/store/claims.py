@@ -8,7 +8,8 @@ while the turn runs. A transaction cannot stay open for a streamed turn of
 seconds or minutes, so the claim is a lease in the row, not a held lock.
 
 ``claim_next_turn`` takes the conversation's *earliest open* turn (received,
-or generating under a claim that expired: its process died) when no live
+or generating under a claim that expired or whose holder is gone: its process
+died, and its member session with it, gateway/store/liveness.py) when no live
 claim holds it. Inside its transaction a transaction-level advisory lock on
 the conversation id makes the read-then-update atomic among processes: two
 processes claiming for one conversation at once are served one after the
@@ -36,6 +37,7 @@ import asyncpg
 from sqlalchemy import Connection, bindparam, select, text, update
 
 from gateway.store.db import Store
+from gateway.store.liveness import holder_gone
 from gateway.store.models import Conversation, Message, Turn, TurnStatus, utcnow
 from gateway.store.notify import asyncpg_dsn
 from gateway.store.repo import Address, StoredInbound
@@ -47,9 +49,10 @@ LOCK_SPACE = 0x61677475  # "agtu"
 OPEN = (TurnStatus.RECEIVED, TurnStatus.GENERATING)
 
 _LOCK = text("SELECT pg_advisory_xact_lock(:space, :key)")
+_GONE = text(f"SELECT {holder_gone(':holder')}")
 _NOW = text("SELECT now()")
 _EARLIEST_OPEN = (
-    select(Turn.id, Turn.inbound_message_id, Turn.status, Turn.claim_until)
+    select(Turn.id, Turn.inbound_message_id, Turn.status, Turn.claimed_by, Turn.claim_until)
     .where(Turn.conversation_id == bindparam("b_conversation_id"), Turn.status.in_(OPEN))
     .order_by(Turn.id)
     .limit(1)
@@ -74,6 +77,9 @@ class OpenHead:
 
     conversation_id: int
     claim_until: datetime | None
+    received_at: datetime
+    # Claimed by a member whose session ended (it died), though the claim has time left.
+    holder_gone: bool = False
 
 
 async def claim_next_turn(
@@ -88,8 +94,14 @@ async def claim_next_turn(
         head = connection.execute(_EARLIEST_OPEN, {"b_conversation_id": conversation_id}).first()
         if head is None:
             return None
-        turn_id, message_id, status, claim_until = head
-        if claim_until is not None and claim_until > now:
+        turn_id, message_id, status, holder, claim_until = head
+        # A live claim: its holder runs the turn, unless that member is gone (its
+        # session ended with it: gateway/store/liveness.py).
+        if (
+            claim_until is not None
+            and claim_until > now
+            and (holder == owner or not connection.execute(_GONE, {"holder": holder}).scalar_one())
+        ):
             return None
         connection.execute(
             update(Turn)
@@ -135,7 +147,9 @@ async def end_claim(store: Store, turn_id: int, owner: str) -> bool:
 
 
 _OPEN_HEADS = text(
-    "SELECT t.conversation_id, t.claim_until, now() FROM turns t JOIN ("
+    "SELECT t.conversation_id, t.claim_until, t.received_at,"
+    f" t.claim_until > now() AND {holder_gone('t.claimed_by')}"
+    " FROM turns t JOIN ("
     " SELECT conversation_id, min(id) AS id FROM turns"
     " WHERE status IN ('received', 'generating') GROUP BY conversation_id"
     ") head ON head.id = t.id"
@@ -148,7 +162,7 @@ async def open_heads(store: Store) -> tuple[list[OpenHead], datetime]:
     def work(connection: Connection) -> tuple[list[OpenHead], datetime]:
         rows = connection.execute(_OPEN_HEADS).all()
         now = connection.execute(_NOW).scalar_one()
-        return [OpenHead(int(r[0]), r[1]) for r in rows], now
+        return [OpenHead(int(r[0]), r[1], r[2], bool(r[3])) for r in rows], now
 
     return await store.read(work)
 
