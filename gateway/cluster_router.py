@@ -42,7 +42,7 @@ from gateway.hub import ConversationHub
 from gateway.pipeline import TurnPipeline
 from gateway.router import MAX_QUEUED_TURNS, MAX_RUNNING_TURNS, Router, _Lane, _Place
 from gateway.store import Store
-from gateway.store.claims import ClaimRenewer, claim_next_turn, end_claim, open_heads
+from gateway.store.claims import TurnClaims, open_heads
 from gateway.store.notify import PgListener
 from gateway.store.repo import StoredInbound
 from gateway.supervisor import TaskSupervisor
@@ -84,7 +84,7 @@ class ClusterRouter(Router):
         self._received_perf: dict[int, float] = {}
         self.claims = 0
         self.takeovers = 0
-        self.renewer = ClaimRenewer(store.url, owner, lease_s)
+        self.turn_claims = TurnClaims(store.url, owner, lease_s)
         self._sweep_woken = asyncio.Event()
         self._sweep_all = False
 
@@ -142,7 +142,7 @@ class ClusterRouter(Router):
 
     async def _claim(self, conversation_id: int) -> StoredInbound | None:
         try:
-            return await claim_next_turn(self.store, conversation_id, self.owner, self.lease_s)
+            return await self.turn_claims.claim(conversation_id)
         except AgentGWError:
             # The store is unreachable: the sweeper tries again in a moment.
             log.exception("could not claim a turn of conversation %d", conversation_id)
@@ -157,13 +157,13 @@ class ClusterRouter(Router):
             # Stored by another process, or taken over from one that died.
             self.takeovers += 1
             received_perf = time.perf_counter()
-        self.renewer.held.add(claimed.turn_id)
+        self.turn_claims.held.add(claimed.turn_id)
         try:
             await pipeline.run(claimed, received_perf, place.release)
         finally:
-            self.renewer.held.discard(claimed.turn_id)
+            self.turn_claims.held.discard(claimed.turn_id)
             try:
-                if await end_claim(self.store, claimed.turn_id, self.owner):
+                if await self.turn_claims.end(claimed.turn_id):
                     log.warning("turn %d ended open; marked interrupted", claimed.turn_id)
             except AgentGWError:
                 log.exception("could not end the claim on turn %d", claimed.turn_id)
@@ -240,8 +240,8 @@ async def open_cluster_router(
     fanout.asks_others = lambda: not router.ready
     await fanout.start()
     parts.push_async_callback(fanout.aclose)
-    await router.renewer.start()
-    parts.push_async_callback(router.renewer.aclose)
+    await router.turn_claims.start()
+    parts.push_async_callback(router.turn_claims.aclose)
     router.start_sweeper()
     # A member died (its session ended): its turns are taken now, not at their claims' end.
     on_member_gone.append(lambda _gone: router.sweep_now())

@@ -7,7 +7,14 @@ import os
 import pytest
 
 from gateway.bench.cluster_bench import failover_gaps
-from gateway.bench.cluster_cpu import CpuSeconds, cpu_report, machine_busy_seconds, tree_cpu_seconds
+from gateway.bench.cluster_cpu import (
+    CpuSeconds,
+    ceiling_turns_per_s,
+    cpu_report,
+    machine_busy_seconds,
+    thread_cpu_seconds,
+    tree_cpu_seconds,
+)
 from gateway.bench.gateway_bench import cpu_seconds
 
 
@@ -38,10 +45,11 @@ def test_a_victims_conversation_never_answered_again_has_no_failover_figure() ->
 
 
 def test_cpu_report_is_per_turn_and_per_core_with_the_rest_as_other_work() -> None:
-    used = CpuSeconds(gateways=(3.0, 1.0), postgres=1.0, client=0.5, machine=7.5)
+    used = CpuSeconds(gateways=(3.0, 1.0), loops=(2.0, 0.5), postgres=1.0, client=0.5, machine=7.5)
     report = cpu_report(used, turns=100, wall_s=5.0)
     assert report["cpu_ms_per_turn"] == {
         "gateways": [30.0, 10.0],
+        "gateway_loops": [20.0, 5.0],
         "postgres": 10.0,
         "client": 5.0,
         "total": 55.0,
@@ -52,11 +60,27 @@ def test_cpu_report_is_per_turn_and_per_core_with_the_rest_as_other_work() -> No
 
 
 def test_cpu_seconds_grow_and_a_tree_counts_at_least_its_root() -> None:
-    before = CpuSeconds((cpu_seconds(os.getpid()),), 0.0, 0.0, machine_busy_seconds())
+    pid = os.getpid()
+    before = CpuSeconds(
+        (cpu_seconds(pid),), (thread_cpu_seconds(pid, pid),), 0.0, 0.0, machine_busy_seconds()
+    )
     total = sum(i * i for i in range(300_000))  # burn a little CPU
     assert total > 0
-    after = CpuSeconds((cpu_seconds(os.getpid()),), 0.0, 0.0, machine_busy_seconds())
+    after = CpuSeconds(
+        (cpu_seconds(pid),), (thread_cpu_seconds(pid, pid),), 0.0, 0.0, machine_busy_seconds()
+    )
     used = after - before
     assert used.gateways[0] >= 0
     assert used.machine >= used.gateways[0] - 0.02  # the machine counts our CPU too
+    assert used.loops[0] <= used.gateways[0] + 0.02  # one thread of the process
     assert tree_cpu_seconds(os.getpid()) >= cpu_seconds(os.getpid())
+
+
+def test_the_ceiling_is_the_cores_or_the_busiest_event_loop_whichever_binds_first() -> None:
+    # 100 turns: 8 s of CPU in all (80 ms a turn: 25 turns/s on 2 cores), the one
+    # loop 5 s (50 ms a turn: one core gives 20 turns/s): the loop binds.
+    one = CpuSeconds(gateways=(6.0,), loops=(5.0,), postgres=1.5, client=0.5, machine=9.0)
+    assert ceiling_turns_per_s(one, 100, cores=2) == 20.0
+    # Two processes, each loop 2.6 s (38.5 turns/s), 8.4 s in all: the cores bind.
+    two = CpuSeconds(gateways=(3.2, 3.2), loops=(2.6, 2.6), postgres=1.5, client=0.5, machine=9)
+    assert ceiling_turns_per_s(two, 100, cores=2) == pytest.approx(200 / 8.4)

@@ -183,10 +183,12 @@ async def test_a_member_whose_session_ends_is_gone_at_once(pg: Store) -> None:
     # once, counts A dead and is told of it, without waiting for the lease to end.
     from datetime import UTC, datetime
 
-    from gateway.store.claims import claim_next_turn, open_heads
+    from gateway.store.claims import TurnClaims, open_heads
     from gateway.store.repo import resolve_address, store_inbound
 
     told: list[set[str]] = []
+    dying_claims = TurnClaims(pg.url, "host:1:dying", 30)
+    alive_claims = TurnClaims(pg.url, "host:2:alive", 30)
     a = MemberSession(pg.url, "host:1:dying", lease_s=30)
     b = MemberSession(pg.url, "host:2:alive", lease_s=30, on_gone=told.append, every_s=0.1)
     await a.start()
@@ -197,10 +199,10 @@ async def test_a_member_whose_session_ends_is_gone_at_once(pg: Store) -> None:
         address = await resolve_address(pg, "webchat", "gone-session")
         await store_inbound(pg, address, "hello", datetime.now(UTC), "c0")
         conversation = address.conversation_id
-        assert await claim_next_turn(pg, conversation, "host:1:dying", 30) is not None
+        assert await dying_claims.claim(conversation) is not None
         assert await claim(pg, "poller", "host:1:dying", 30)
         # While A lives, neither is B's.
-        assert await claim_next_turn(pg, conversation, "host:2:alive", 30) is None
+        assert await alive_claims.claim(conversation) is None
         assert not await claim(pg, "poller", "host:2:alive", 30)
         assert len(await live_members(pg, 30)) == 2
         # A holder that never had a member session is left to its lease's end.
@@ -219,13 +221,15 @@ async def test_a_member_whose_session_ends_is_gone_at_once(pg: Store) -> None:
         states = {state.name: state for state in await leases(pg)}
         assert states["poller"].remaining_s > 20
         assert not states["poller"].held
-        taken = await claim_next_turn(pg, conversation, "host:2:alive", 30)
+        taken = await alive_claims.claim(conversation)
         assert taken is not None
         assert taken.text == "hello"
         assert await claim(pg, "poller", "host:2:alive", 30)
     finally:
         await a.aclose()
         await b.aclose()
+        await dying_claims.aclose()
+        await alive_claims.aclose()
 
 
 async def test_a_node_joins_and_leaves(pg: Store) -> None:

@@ -25,7 +25,7 @@ JSON printed with ``--json``::
     {"processes", "conversations", "turns", "stages", "lease_s", "turns_sent",
      "turns_answered", "lost_messages", "duplicate_replies", "order_violations",
      "watcher_missing", "failover_seconds", "kill_to_answer_s", "steady_gap_p95_s",
-     "steady_gap_max_s", "victim_conversations", "held_turns", "killed_at_s",
+     "steady_gap_max_s", "victim_conversations", "held_turns", "takeover_s", "killed_at_s",
      "late_answers_refused", "wall_s", "failures",
      "turns_per_s_1", "cpu_ms_per_turn_1", "cores_busy_1", "turns_per_s_2",
      "cpu_ms_per_turn_2", "cores_busy_2", "throughput_ratio", "throughput_rounds",
@@ -39,6 +39,8 @@ started before the previous turn of its conversation finished, replies out of
 the turns' order, a reply not to its own message, or a watching page seeing
 replies out of order; ``watcher_missing``: replies a watching page never saw.
 ``held_turns``: the turns the killed process held a claim on as it died;
+``takeover_s``: the longest time from the kill until another process started
+one of them (seeing the death and claiming, without the run; null if none);
 ``victim_conversations``: the conversations of the killed process (their
 sending page was on it, or it held one of their turns). ``failover_seconds``
 (the issue's definition, its target): the longest gap one of them saw across
@@ -177,6 +179,22 @@ async def check_store(url: str, sent: dict[str, int]) -> dict[str, int]:
     return {"lost": lost, "duplicates": duplicates, "violations": violations}
 
 
+async def started_at(url: str, client_ids: list[str]) -> list[float]:
+    """When the turns of ``client_ids`` last started running (epoch seconds, the
+    running gateway's clock): for a turn taken over, when the taker started it."""
+
+    def work(connection: Connection) -> list[float]:
+        rows = connection.execute(
+            select(Turn.started_at)
+            .join(Message, Message.id == Turn.inbound_message_id)
+            .where(Message.client_id.in_(client_ids))
+        ).scalars()
+        return [at.timestamp() for at in rows if at is not None]
+
+    async with Store(url) as store:
+        return await store.read(work)
+
+
 async def held_by(url: str, pid: int) -> list[str]:
     """The client ids of the open turns whose claim is held by process ``pid``."""
 
@@ -253,6 +271,8 @@ async def run_failover(server: str, root: Path, args: argparse.Namespace) -> dic
     reply_at: dict[str, float] = {}
     sent: dict[str, int] = defaultdict(int)
     held: list[str] = []
+    # The kill's wall-clock time (epoch seconds), beside the turns' started_at.
+    killed_wall = [0.0]
     enough = asyncio.Event()
     run = uuid.uuid4().hex[:6]
     sessions = [f"cl-{run}-{i:04d}" for i in range(args.conversations)]
@@ -298,6 +318,7 @@ async def run_failover(server: str, root: Path, args: argparse.Namespace) -> dic
             held.extend(await held_by(gateways.url, gateways.processes[victim].pid))
             gateways.dead.add(victim)
             killed = time.monotonic()
+            killed_wall[0] = time.time()
             await gateways.processes[victim].kill()
             return killed
 
@@ -338,6 +359,9 @@ async def run_failover(server: str, root: Path, args: argparse.Namespace) -> dic
             if "is now claimed by" in line
         )
         checked = await check_store(gateways.url, dict(sent))
+        # From the kill to the moment another process started each turn the victim
+        # held: the failover itself (seeing the death, the claim), without the run.
+        restarted = await started_at(gateways.url, held) if held else []
     replies = {
         session: [
             reply_at[f"{session}-{i}"] for i in range(args.turns) if f"{session}-{i}" in reply_at
@@ -364,6 +388,7 @@ async def run_failover(server: str, root: Path, args: argparse.Namespace) -> dic
         "watcher_missing": watcher_missing,
         **gaps,
         "held_turns": len(held),
+        "takeover_s": round(max(restarted) - killed_wall[0], 2) if restarted else None,
         "killed_at_s": None if killed_at is None else round(killed_at - started, 2),
         "late_answers_refused": takeovers,
         "wall_s": round(wall, 2),

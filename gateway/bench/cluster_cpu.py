@@ -26,7 +26,11 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _stat_fields(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+    return _stat_fields_of(f"/proc/{pid}/stat")
+
+
+def _stat_fields_of(path: str) -> list[str]:
+    with open(path, encoding="ascii") as stat:
         # The command name may hold spaces: the fields after it start past its ")".
         return stat.read().rsplit(")", 1)[1].split()
 
@@ -60,6 +64,12 @@ def machine_busy_seconds() -> float:
     return (sum(values[:8]) - values[3] - values[4]) / _TICK
 
 
+def thread_cpu_seconds(pid: int, tid: int) -> float:
+    """User + system CPU time of one thread of ``pid`` (its main thread: ``tid == pid``)."""
+    fields = _stat_fields_of(f"/proc/{pid}/task/{tid}/stat")
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def self_cpu_seconds() -> float:
     """This process's CPU (every thread): the bench's client pages."""
     return cpu_seconds(os.getpid())
@@ -82,6 +92,9 @@ class CpuSeconds:
     """CPU seconds of each party: so far (a snapshot) or over a window (a difference)."""
 
     gateways: tuple[float, ...]
+    # Each gateway's main thread: its event loop and the Python that holds the GIL
+    # there, at most one core whatever the machine has.
+    loops: tuple[float, ...]
     postgres: float
     client: float
     # Every core of the machine, busy with anything (ours and other work).
@@ -90,6 +103,7 @@ class CpuSeconds:
     def __sub__(self, earlier: CpuSeconds) -> CpuSeconds:
         return CpuSeconds(
             tuple(b - a for a, b in zip(earlier.gateways, self.gateways, strict=True)),
+            tuple(b - a for a, b in zip(earlier.loops, self.loops, strict=True)),
             self.postgres - earlier.postgres,
             self.client - earlier.client,
             self.machine - earlier.machine,
@@ -98,6 +112,7 @@ class CpuSeconds:
     def __add__(self, other: CpuSeconds) -> CpuSeconds:
         return CpuSeconds(
             tuple(a + b for a, b in zip(self.gateways, other.gateways, strict=True)),
+            tuple(a + b for a, b in zip(self.loops, other.loops, strict=True)),
             self.postgres + other.postgres,
             self.client + other.client,
             self.machine + other.machine,
@@ -111,6 +126,7 @@ class CpuSeconds:
 def snapshot(gateway_pids: list[int], postmaster: int) -> CpuSeconds:
     return CpuSeconds(
         gateways=tuple(cpu_seconds(pid) for pid in gateway_pids),
+        loops=tuple(thread_cpu_seconds(pid, pid) for pid in gateway_pids),
         postgres=tree_cpu_seconds(postmaster),
         client=self_cpu_seconds(),
         machine=machine_busy_seconds(),
@@ -133,15 +149,29 @@ def cpu_report(used: CpuSeconds, turns: int, wall_s: float) -> dict[str, Any]:
     return {
         "cpu_ms_per_turn": {
             "gateways": [per_turn(s) for s in used.gateways],
+            "gateway_loops": [per_turn(s) for s in used.loops],
             "postgres": per_turn(used.postgres),
             "client": per_turn(used.client),
             "total": per_turn(used.ours),
         },
         "cores_busy": {
             "gateways": [cores(s) for s in used.gateways],
+            "gateway_loops": [cores(s) for s in used.loops],
             "postgres": cores(used.postgres),
             "client": cores(used.client),
             "total": cores(used.ours),
             "other": cores(other),
         },
     }
+
+
+def ceiling_turns_per_s(used: CpuSeconds, turns: int, cores: int) -> float:
+    """The most turns/s this CPU per turn allows on ``cores`` cores, however quiet the
+    machine: every party together within the cores, and each gateway's main thread
+    within one core (it runs the event loop; Python holds the GIL there). An upper
+    bound: it counts no wait for the GIL, for the database or for the client."""
+    if turns <= 0 or used.ours <= 0:
+        return 0.0
+    bounds = [cores * turns / used.ours]
+    bounds += [turns / loop for loop in used.loops if loop > 0]
+    return min(bounds)

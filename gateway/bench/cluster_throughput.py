@@ -25,7 +25,13 @@ from typing import Any
 
 import aiohttp
 
-from gateway.bench.cluster_cpu import CpuSeconds, cpu_report, postmaster_pid, snapshot
+from gateway.bench.cluster_cpu import (
+    CpuSeconds,
+    ceiling_turns_per_s,
+    cpu_report,
+    postmaster_pid,
+    snapshot,
+)
 from gateway.bench.cluster_pages import Page, cluster, message_text
 
 TURN_TIMEOUT_S = 300.0
@@ -90,9 +96,10 @@ async def throughput(server: str, root: Path, args: argparse.Namespace) -> dict[
     """``--throughput-rounds`` rounds of one process and two, the order swapped each
     round (so a load that grows or fades on the machine does not favour one); the
     turns/s of each over all its rounds, their ratio, and the CPU per turn of each
-    party. ``ratio_ceiling``: the ratio two processes would reach if the parties
-    kept every core busy at the CPU per turn they spent (the most the machine allows
-    at that cost)."""
+    party. ``turns_per_s_ceiling_N``: the most turns/s the CPU per turn measured
+    allows on this machine's cores, quiet (``cluster_cpu.ceiling_turns_per_s``);
+    ``ratio_ceiling`` their ratio, the most ``throughput_ratio`` can be at that
+    CPU per turn, whatever else runs on the machine."""
     postmaster = await postmaster_pid(server)
     windows: dict[int, list[Window]] = {1: [], 2: []}
     for round_ in range(args.throughput_rounds):
@@ -100,6 +107,8 @@ async def throughput(server: str, root: Path, args: argparse.Namespace) -> dict[
             windows[count].append(await run_throughput(server, postmaster, root, count, args))
     result: dict[str, Any] = {}
     rate: dict[int, float] = {}
+    ceiling: dict[int, float] = {}
+    cores = os.cpu_count() or 1
     for count, measured in windows.items():
         turns = sum(w.turns for w in measured)
         wall = sum(w.wall_s for w in measured)
@@ -109,14 +118,14 @@ async def throughput(server: str, root: Path, args: argparse.Namespace) -> dict[
         result[f"turns_per_s_{count}"] = round(rate[count], 2)
         result[f"cpu_ms_per_turn_{count}"] = report["cpu_ms_per_turn"]
         result[f"cores_busy_{count}"] = report["cores_busy"]
+        ceiling[count] = ceiling_turns_per_s(used, turns, cores)
+        result[f"turns_per_s_ceiling_{count}"] = round(ceiling[count], 2)
     result["throughput_ratio"] = round(rate[2] / rate[1], 3)
     result["throughput_rounds"] = [
         {"processes": w.processes, "turns_per_s": round(w.turns / w.wall_s, 2)}
         for pair in zip(windows[1], windows[2], strict=True)
         for w in sorted(pair, key=lambda w: w.processes)
     ]
-    ms_per_turn_2 = result["cpu_ms_per_turn_2"]["total"]
-    if ms_per_turn_2 > 0:
-        cores = os.cpu_count() or 1
-        result["ratio_ceiling"] = round(cores * 1000 / ms_per_turn_2 / rate[1], 3)
+    if ceiling[1] > 0:
+        result["ratio_ceiling"] = round(ceiling[2] / ceiling[1], 3)
     return result
