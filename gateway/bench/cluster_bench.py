@@ -6,11 +6,12 @@ configured default stages unless ``--stages core``) with ``store.cluster`` on,
 each on its own loopback port and data folder. ``--conversations`` webchat
 conversations each send ``--turns`` messages, one after the other's reply;
 each conversation has two pages, on two different processes (the one it
-types on, and one that only watches). When 40 % of the turns are answered,
-one process is killed with SIGKILL; its pages reconnect to another process
-and resend their unanswered message with the same ``client_id``, and the
-turns it held are taken over once the others see it gone (its member
-session ended: gateway/store/liveness.py). At the end the store is checked.
+types on, and one that only watches). When 40 % of the turns are answered
+and the process holds a claim on a turn (or 10 s later), one process is
+killed with SIGKILL; its pages reconnect to another process and resend their
+unanswered message with the same ``client_id``, and the turns it held are
+taken over once the others see it gone (its member session ended:
+gateway/store/liveness.py). At the end the store is checked.
 
 Then the throughput stage (gateway/bench/cluster_throughput.py): the same
 load, one page per conversation, with one process and with two;
@@ -79,6 +80,8 @@ from gateway.store.models import Message, MessageRole, Turn, TurnStatus
 from gateway.testing.postgres import create_database, throwaway_postgres
 
 KILL_AT_SHARE = 0.4
+# After KILL_AT_SHARE, the kill waits at most this long for the victim to hold a turn.
+HOLD_WAIT_S = 10.0
 TARGET_FAILOVER_S = 20.0
 TARGET_RATIO = 1.6
 # Stored by one process, found by another's pack (issue 25), p95.
@@ -195,7 +198,7 @@ async def started_at(url: str, client_ids: list[str]) -> list[float]:
         return await store.read(work)
 
 
-async def held_by(url: str, pid: int) -> list[str]:
+async def held_by(store: Store, pid: int) -> list[str]:
     """The client ids of the open turns whose claim is held by process ``pid``."""
 
     def work(connection: Connection) -> list[str]:
@@ -209,8 +212,7 @@ async def held_by(url: str, pid: int) -> list[str]:
         )
         return [str(row[0]) for row in rows if row[0]]
 
-    async with Store(url) as store:
-        return await store.read(work)
+    return await store.read(work)
 
 
 def failover_gaps(
@@ -314,8 +316,16 @@ async def run_failover(server: str, root: Path, args: argparse.Namespace) -> dic
 
         async def killer() -> float:
             await enough.wait()
-            # The turns the victim holds as it dies: another process must answer them.
-            held.extend(await held_by(gateways.url, gateways.processes[victim].pid))
+            # Killed while it runs turns (the conversations move in waves: right after
+            # a wave of replies, its next messages are stored but not claimed yet), at
+            # most HOLD_WAIT_S later. The turns it holds as it dies: another process
+            # must take them over and answer them.
+            deadline = time.monotonic() + HOLD_WAIT_S
+            async with Store(gateways.url) as store:
+                while not held and time.monotonic() < deadline:
+                    held.extend(await held_by(store, gateways.processes[victim].pid))
+                    if not held:
+                        await asyncio.sleep(0.05)
             gateways.dead.add(victim)
             killed = time.monotonic()
             killed_wall[0] = time.time()
