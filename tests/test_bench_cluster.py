@@ -71,9 +71,12 @@ def test_cpu_seconds_grow_and_a_tree_counts_at_least_its_root() -> None:
     )
     used = after - before
     assert used.gateways[0] >= 0
-    assert used.machine >= used.gateways[0] - 0.02  # the machine counts our CPU too
-    assert used.loops[0] <= used.gateways[0] + 0.02  # one thread of the process
-    assert tree_cpu_seconds(os.getpid()) >= cpu_seconds(os.getpid())
+    # The machine counts our CPU too; one thread counts at most the process's (the
+    # kernel's per-CPU and per-task counts are sampled apart: a few ticks of slack).
+    assert used.machine >= used.gateways[0] - 0.05
+    assert used.loops[0] <= used.gateways[0] + 0.05
+    own = cpu_seconds(pid)  # read first: the tree, read after, counts at least this
+    assert tree_cpu_seconds(pid) >= own
 
 
 def test_the_ceiling_is_the_cores_or_the_busiest_event_loop_whichever_binds_first() -> None:
