@@ -120,7 +120,11 @@ class ClusterNode:
         # This member's session lock (the others see it gone the moment it dies) and
         # its watch on theirs.
         self.session = MemberSession(
-            store.url, self.member_id, lease_s=lease_s, on_gone=self._members_gone
+            store.url,
+            self.member_id,
+            lease_s=lease_s,
+            on_gone=self._members_gone,
+            on_lost=self._wake_singletons,
         )
         # The process's one LISTEN connection: turn fan-out (gateway/fanout.py) and the
         # memory indexes' change feed (memory/feed.py) subscribe to it.
@@ -151,17 +155,26 @@ class ClusterNode:
         if name in self.singletons:
             raise ValueError(f"singleton {name!r} already runs")
         runner = self.singletons[name] = Singleton(
-            self.store, name, self.member_id, self.lease_s, start=start, stop=stop
+            self.store,
+            name,
+            self.member_id,
+            self.lease_s,
+            start=start,
+            stop=stop,
+            session_alive=lambda: self.session.locked,
         )
         self._runners.append(self._tasks.spawn(f"lease-{name}", runner.run()))
         return runner
 
     def _members_gone(self, gone: set[str]) -> None:
         # Their leases are free now (gateway/store/leases.py): claim without waiting.
-        for runner in self.singletons.values():
-            runner.wake()
+        self._wake_singletons()
         for callback in self.on_member_gone:
             callback(gone)
+
+    def _wake_singletons(self) -> None:
+        for runner in self.singletons.values():
+            runner.wake()
 
     async def stop_singletons(self) -> None:
         """Stop every singleton's work and give its lease back (a clean stop begins)."""

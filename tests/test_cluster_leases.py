@@ -111,6 +111,36 @@ async def test_a_singleton_starts_stops_and_hands_over(pg: Store) -> None:
     assert first.held
 
 
+async def test_a_singleton_stops_while_its_member_session_is_lost(pg: Store) -> None:
+    # While this member's session lock is gone the others count it dead and may take
+    # its lease: its work stops, and it claims nothing until the session is back.
+    events: list[str] = []
+    session = {"alive": True}
+
+    async def start() -> None:
+        events.append("start")
+
+    async def stop() -> None:
+        events.append("stop")
+
+    single = Singleton(
+        pg, "poller", "a", 30, start=start, stop=stop, session_alive=lambda: session["alive"]
+    )
+    await single.tick()
+    assert single.held
+    session["alive"] = False
+    await single.tick()
+    assert not single.held
+    assert events == ["start", "stop"]
+    assert await claim(pg, "poller", "b", 30) is False  # its row is still a's until it ends
+    await single.tick()
+    assert events == ["start", "stop"]  # no claim while the session is lost
+    session["alive"] = True
+    await single.tick()
+    assert single.held
+    assert events == ["start", "stop", "start"]
+
+
 async def test_a_holder_that_cannot_reach_the_store_stops_by_its_own_clock(pg: Store) -> None:
     stopped = asyncio.Event()
 

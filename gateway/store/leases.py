@@ -155,6 +155,7 @@ class Singleton:
         *,
         start: Callable[[], Awaitable[None]],
         stop: Callable[[], Awaitable[None]],
+        session_alive: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -162,6 +163,10 @@ class Singleton:
         self.lease_s = lease_s
         self._start = start
         self._stop = stop
+        # Whether this member's session lock is held (gateway/store/liveness.py). While
+        # it is not, the others count this member gone and may take the lease: its
+        # work stops, and it claims nothing until the session is back.
+        self._session_alive = session_alive
         self.held = False
         # This process's end of its lease (monotonic): never later than the server's.
         self._deadline = 0.0
@@ -169,7 +174,8 @@ class Singleton:
         self._woken = asyncio.Event()
 
     def wake(self) -> None:
-        """Claim now, not at the next period (a member died: its lease may be free)."""
+        """Tick now, not at the next period (a member died: its lease may be free; or
+        this member's session was lost: its work stops)."""
         self._woken.set()
 
     async def run(self) -> None:
@@ -185,6 +191,10 @@ class Singleton:
                 await asyncio.shield(self._give_back())
 
     async def tick(self) -> None:
+        if self._session_alive is not None and not self._session_alive():
+            if self.held:
+                await self._lose("this member's session was lost; the others may take it")
+            return
         sent = time.monotonic()
         try:
             if self.held:

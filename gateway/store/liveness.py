@@ -89,7 +89,8 @@ _GONE = (
 
 class MemberSession:
     """This member's session lock, held on a connection of its own, and a watch on
-    the others' (``on_gone`` is called with the ids of members that just died)."""
+    the others' (``on_gone`` is called with the ids of members that just died;
+    ``on_lost`` when this member's own session was lost)."""
 
     def __init__(
         self,
@@ -98,12 +99,15 @@ class MemberSession:
         *,
         lease_s: float,
         on_gone: Callable[[set[str]], None] | None = None,
+        on_lost: Callable[[], None] | None = None,
         every_s: float = WATCH_S,
     ) -> None:
         self._dsn = asyncpg_dsn(url)
         self.member_id = member_id
         self.lease_s = lease_s
         self.on_gone = on_gone
+        # Told when this member's own session is lost (its lock with it).
+        self.on_lost = on_lost
         self.every_s = min(every_s, lease_s / 3)
         self._connection: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
@@ -157,6 +161,8 @@ class MemberSession:
                 # until the next look locks again.
                 log.warning("cluster: the member session failed (%s); reconnecting", exc)
                 await self._close()
+                if self.on_lost is not None:
+                    self.on_lost()
                 continue
             gone = {str(row["id"]) for row in rows}
             new, self._gone = gone - self._gone, gone
