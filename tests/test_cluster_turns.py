@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -125,7 +126,7 @@ async def test_a_turn_whose_process_is_killed_is_answered_by_another(
         assert holder is not None, "no process claimed the turn"
         survivor = b if holder is a else a
         watcher = on_b if holder is a else on_a
-        dead_claim_until = await _claim_until(url, session)
+        dead_claim_until = await _first_turn(url, session, Turn.claim_until)
         await holder.kill()
         # The survivor runs the turn: the page on it is answered.
         await watcher.watch_until(["hello there"], timeout=60)
@@ -138,27 +139,17 @@ async def test_a_turn_whose_process_is_killed_is_answered_by_another(
         assert watcher.live_replies() == [(message_id, reply_id)]
         assert await _assistant_messages(url) == 1
         # Answered while the dead process's claim still had most of its 60 s to go.
-        assert await _finished_at(url, session) < dead_claim_until
+        assert await _first_turn(url, session, Turn.finished_at) < dead_claim_until
         await watcher.close()
 
 
-async def _claim_until(url: str, session: str) -> datetime:
+async def _first_turn(url: str, session: str, column: Any) -> datetime:
+    """``column`` (a time of the turn) of the session's first message's turn."""
     async with Store(url) as store, store.reader() as reader:
         found = await reader.scalar(
-            select(Turn.claim_until)
+            select(column)
             .join(Message, Message.id == Turn.inbound_message_id)
             .where(Message.client_id == f"{session}-0")
         )
-    assert found is not None
-    return found
-
-
-async def _finished_at(url: str, session: str) -> datetime:
-    async with Store(url) as store, store.reader() as reader:
-        found = await reader.scalar(
-            select(Turn.finished_at)
-            .join(Message, Message.id == Turn.inbound_message_id)
-            .where(Message.client_id == f"{session}-0")
-        )
-    assert found is not None
+    assert isinstance(found, datetime)
     return found

@@ -13,7 +13,9 @@ benches are.
 from __future__ import annotations
 
 import asyncio
+import operator
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,21 +103,21 @@ class CpuSeconds:
     machine: float
 
     def __sub__(self, earlier: CpuSeconds) -> CpuSeconds:
-        return CpuSeconds(
-            tuple(b - a for a, b in zip(earlier.gateways, self.gateways, strict=True)),
-            tuple(b - a for a, b in zip(earlier.loops, self.loops, strict=True)),
-            self.postgres - earlier.postgres,
-            self.client - earlier.client,
-            self.machine - earlier.machine,
-        )
+        return self._each(earlier, operator.sub)
 
     def __add__(self, other: CpuSeconds) -> CpuSeconds:
+        return self._each(other, operator.add)
+
+    def _each(self, other: CpuSeconds, op: Callable[[float, float], float]) -> CpuSeconds:
+        def pairs(mine: tuple[float, ...], theirs: tuple[float, ...]) -> tuple[float, ...]:
+            return tuple(op(a, b) for a, b in zip(mine, theirs, strict=True))
+
         return CpuSeconds(
-            tuple(a + b for a, b in zip(self.gateways, other.gateways, strict=True)),
-            tuple(a + b for a, b in zip(self.loops, other.loops, strict=True)),
-            self.postgres + other.postgres,
-            self.client + other.client,
-            self.machine + other.machine,
+            pairs(self.gateways, other.gateways),
+            pairs(self.loops, other.loops),
+            op(self.postgres, other.postgres),
+            op(self.client, other.client),
+            op(self.machine, other.machine),
         )
 
     @property
@@ -146,22 +148,18 @@ def cpu_report(used: CpuSeconds, turns: int, wall_s: float) -> dict[str, Any]:
     def cores(seconds: float) -> float:
         return round(seconds / wall_s, 2) if wall_s > 0 else 0.0
 
+    def parties(scale: Callable[[float], float]) -> dict[str, Any]:
+        return {
+            "gateways": [scale(s) for s in used.gateways],
+            "gateway_loops": [scale(s) for s in used.loops],
+            "postgres": scale(used.postgres),
+            "client": scale(used.client),
+            "total": scale(used.ours),
+        }
+
     return {
-        "cpu_ms_per_turn": {
-            "gateways": [per_turn(s) for s in used.gateways],
-            "gateway_loops": [per_turn(s) for s in used.loops],
-            "postgres": per_turn(used.postgres),
-            "client": per_turn(used.client),
-            "total": per_turn(used.ours),
-        },
-        "cores_busy": {
-            "gateways": [cores(s) for s in used.gateways],
-            "gateway_loops": [cores(s) for s in used.loops],
-            "postgres": cores(used.postgres),
-            "client": cores(used.client),
-            "total": cores(used.ours),
-            "other": cores(other),
-        },
+        "cpu_ms_per_turn": parties(per_turn),
+        "cores_busy": {**parties(cores), "other": cores(other)},
     }
 
 

@@ -35,7 +35,6 @@ it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from gateway.errors import StoreError
 from gateway.store.db import Store
 from gateway.store.liveness import holder_gone
 from gateway.store.models import TurnStatus, utcnow
-from gateway.store.notify import asyncpg_dsn
+from gateway.store.notify import asyncpg_dsn, cancel_and_wait, close_quietly
 from gateway.store.repo import Address, StoredInbound
 
 log = logging.getLogger(__name__)
@@ -125,15 +124,10 @@ class TurnClaims:
         self._task = asyncio.create_task(self._loop(), name="claim-renewer")
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         connection, self._connection = self._connection, None
-        if connection is not None and not connection.is_closed():
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await connection.close(timeout=2)
+        await close_quietly(connection)
 
     async def _connected(self) -> asyncpg.Connection:
         if self._connection is None or self._connection.is_closed():

@@ -37,14 +37,13 @@ cover them. A collision never makes a live member look gone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 import asyncpg
 
 from gateway.errors import StoreError
-from gateway.store.notify import asyncpg_dsn
+from gateway.store.notify import asyncpg_dsn, cancel_and_wait, close_quietly
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +126,8 @@ class MemberSession:
 
     async def aclose(self) -> None:
         """Stop watching and end the session: the lock is free, this member is gone."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await self._close()
 
     async def _ensure(self) -> None:
@@ -173,6 +169,4 @@ class MemberSession:
     async def _close(self) -> None:
         connection, self._connection = self._connection, None
         self.locked = False
-        if connection is not None and not connection.is_closed():
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await connection.close(timeout=2)
+        await close_quietly(connection)
