@@ -7,7 +7,7 @@ run under a *claim*: ``turns.claimed_by`` (the process) and
 while the turn runs. A transaction cannot stay open for a streamed turn of
 seconds or minutes, so the claim is a lease in the row, not a held lock.
 
-``claim_next_turn`` takes the conversation's *earliest open* turn (received,
+``TurnClaims.claim`` takes the conversation's *earliest open* turn (received,
 or generating under a claim that expired or whose holder is gone: its process
 died, and its member session with it, gateway/store/liveness.py) when no live
 claim holds it. Inside its transaction a transaction-level advisory lock on
