@@ -236,6 +236,7 @@ def create_app(
                     max_queued=config.server.max_queued_turns,
                     owner=cluster.member_id,
                     listener=cluster.listener,
+                    on_member_gone=cluster.on_member_gone,
                 )
             else:
                 router = Router(

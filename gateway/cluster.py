@@ -11,6 +11,10 @@ Its coordinator connection (the store's URL: leases, heartbeats and the
 in transaction pooling hands each transaction whichever server connection is
 free, which loses ``LISTEN`` and session advisory locks silently:
 ``check_session_pooling`` detects it at start and refuses with a clear error.
+
+Its member session (gateway/store/liveness.py) holds a session lock while the
+process lives: when it dies, PostgreSQL frees the lock at once, and the others
+take its turns and leases then, not when its heartbeat and leases run out.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from aiohttp import web
 from gateway.errors import StoreError
 from gateway.store import Store
 from gateway.store.leases import Leases, Singleton, describe, leases
+from gateway.store.liveness import MemberSession
 from gateway.store.members import heartbeat, join, leave, live_members, new_member_id
 from gateway.store.notify import PgListener, asyncpg_dsn
 from gateway.supervisor import TaskSupervisor
@@ -109,6 +114,18 @@ class ClusterNode:
         self._runners: list[asyncio.Task[Any]] = []
         self.beats = 0
         self.joined = False
+        # Told the ids of members that just died (their session ended): the turn
+        # router sweeps at once (gateway/cluster_router.py).
+        self.on_member_gone: list[Callable[[set[str]], None]] = []
+        # This member's session lock (the others see it gone the moment it dies) and
+        # its watch on theirs.
+        self.session = MemberSession(
+            store.url,
+            self.member_id,
+            lease_s=lease_s,
+            on_gone=self._members_gone,
+            on_lost=self._wake_singletons,
+        )
         # The process's one LISTEN connection: turn fan-out (gateway/fanout.py) and the
         # memory indexes' change feed (memory/feed.py) subscribe to it.
         self.listener = PgListener(store.url, name=f"agentgw {self.member_id}")
@@ -116,10 +133,16 @@ class ClusterNode:
     async def start(self) -> None:
         """Join (the check for transaction pooling first), then beat in the background."""
         await check_session_pooling(self.store.url)
-        await join(self.store, self.member_id, listen=self.listen, version=self.version)
-        self.joined = True
-        self._tasks.spawn("cluster-heartbeat", self._beat())
-        await self.listener.start()
+        # Locked before joining: a member row is never seen without its lock.
+        await self.session.start()
+        try:
+            await join(self.store, self.member_id, listen=self.listen, version=self.version)
+            self.joined = True
+            self._tasks.spawn("cluster-heartbeat", self._beat())
+            await self.listener.start()
+        except BaseException:
+            await self.aclose()
+            raise
         log.info("cluster: joined as %s", self.member_id)
 
     def singleton(
@@ -132,10 +155,26 @@ class ClusterNode:
         if name in self.singletons:
             raise ValueError(f"singleton {name!r} already runs")
         runner = self.singletons[name] = Singleton(
-            self.store, name, self.member_id, self.lease_s, start=start, stop=stop
+            self.store,
+            name,
+            self.member_id,
+            self.lease_s,
+            start=start,
+            stop=stop,
+            session_alive=lambda: self.session.locked,
         )
         self._runners.append(self._tasks.spawn(f"lease-{name}", runner.run()))
         return runner
+
+    def _members_gone(self, gone: set[str]) -> None:
+        # Their leases are free now (gateway/store/leases.py): claim without waiting.
+        self._wake_singletons()
+        for callback in self.on_member_gone:
+            callback(gone)
+
+    def _wake_singletons(self) -> None:
+        for runner in self.singletons.values():
+            runner.wake()
 
     async def stop_singletons(self) -> None:
         """Stop every singleton's work and give its lease back (a clean stop begins)."""
@@ -179,6 +218,8 @@ class ClusterNode:
                 await leave(self.store, self.member_id)
             except StoreError as exc:
                 log.warning("cluster: could not leave cleanly (%s); our row ages out", exc)
+        # Last: with the row gone first, the others never see this member as died.
+        await self.session.aclose()
 
 
 CLUSTER = web.AppKey("cluster", ClusterNode)

@@ -10,13 +10,18 @@ open, or another process's live claim holds the conversation: that process
 takes the next turn when it is done with its own).
 
 A lane is started for a conversation when this process stores one of its
-messages, when another process did (the fan-out's nudge: a MESSAGE event),
-and by the sweeper: every ``lease_s / 3``, and at the moment the earliest
-live claim would expire, it looks for conversations whose earliest open turn
-is unclaimed or whose claim expired (its process died), and claims them. So a
-turn whose process died is run by another within ``lease_s`` and a few
-seconds, with no restart and without touching the turns other live
-processes are running.
+messages, when another process that cannot run turns yet (its models still
+loading) stored one and asked the others (the fan-out's nudge), and by the
+sweeper. The sweeper looks for conversations whose earliest open turn is
+unclaimed (for ``lease_s / 3``: the process that stored it claims it itself),
+claimed by a member that died (its session ended: gateway/store/liveness.py),
+or whose claim expired, and claims them: every ``lease_s / 3``, at the moment
+the earliest live claim would expire, and at once when the cluster node sees a
+member die (``sweep_now``). So a turn whose process was killed is run by
+another within about a second of the death; a process that stalls, or a
+machine that vanished with its connections half-open, is taken over when its
+claims expire (``lease_s``), with no restart and without touching the turns
+other live processes are running.
 
 Claims are taken only once the pipeline is attached (the models loaded): a
 starting process does not hold turns it cannot run.
@@ -28,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.errors import AgentGWError
@@ -36,7 +42,7 @@ from gateway.hub import ConversationHub
 from gateway.pipeline import TurnPipeline
 from gateway.router import MAX_QUEUED_TURNS, MAX_RUNNING_TURNS, Router, _Lane, _Place
 from gateway.store import Store
-from gateway.store.claims import ClaimRenewer, claim_next_turn, end_claim, open_heads
+from gateway.store.claims import TurnClaims, open_heads
 from gateway.store.notify import PgListener
 from gateway.store.repo import StoredInbound
 from gateway.supervisor import TaskSupervisor
@@ -78,7 +84,9 @@ class ClusterRouter(Router):
         self._received_perf: dict[int, float] = {}
         self.claims = 0
         self.takeovers = 0
-        self.renewer = ClaimRenewer(store.url, owner, lease_s)
+        self.turn_claims = TurnClaims(store.url, owner, lease_s)
+        self._sweep_woken = asyncio.Event()
+        self._sweep_all = False
 
     def start_sweeper(self) -> None:
         self.supervisor.spawn("turn-sweeper", self._sweep())
@@ -134,7 +142,7 @@ class ClusterRouter(Router):
 
     async def _claim(self, conversation_id: int) -> StoredInbound | None:
         try:
-            return await claim_next_turn(self.store, conversation_id, self.owner, self.lease_s)
+            return await self.turn_claims.claim(conversation_id)
         except AgentGWError:
             # The store is unreachable: the sweeper tries again in a moment.
             log.exception("could not claim a turn of conversation %d", conversation_id)
@@ -149,22 +157,29 @@ class ClusterRouter(Router):
             # Stored by another process, or taken over from one that died.
             self.takeovers += 1
             received_perf = time.perf_counter()
-        self.renewer.held.add(claimed.turn_id)
+        self.turn_claims.held.add(claimed.turn_id)
         try:
             await pipeline.run(claimed, received_perf, place.release)
         finally:
-            self.renewer.held.discard(claimed.turn_id)
+            self.turn_claims.held.discard(claimed.turn_id)
             try:
-                if await end_claim(self.store, claimed.turn_id, self.owner):
+                if await self.turn_claims.end(claimed.turn_id):
                     log.warning("turn %d ended open; marked interrupted", claimed.turn_id)
             except AgentGWError:
                 log.exception("could not end the claim on turn %d", claimed.turn_id)
+
+    def sweep_now(self) -> None:
+        """Sweep at once, unclaimed turns of any age included (a member just died: the
+        turns it held or stored are free now)."""
+        self._sweep_all = True
+        self._sweep_woken.set()
 
     async def _sweep(self) -> None:
         await self._attached.wait()
         period = self.lease_s / 3
         while self._accepting:
             wait = period
+            take_all, self._sweep_all = self._sweep_all, False
             try:
                 heads, now = await open_heads(self.store)
             except AgentGWError:
@@ -173,11 +188,22 @@ class ClusterRouter(Router):
             for head in heads:
                 if now is None:
                     break
-                if head.claim_until is None or head.claim_until <= now:
+                if head.claim_until is None:
+                    # Unclaimed: the process that stored it claims it itself at once
+                    # (taking it from here would run the conversation on a process
+                    # without its memory open). Left this long, anyone may.
+                    left = period - (now - head.received_at).total_seconds()
+                    if take_all or left <= 0:
+                        self.poke(head.conversation_id)
+                    else:
+                        wait = min(wait, left)
+                elif head.claim_until <= now or head.holder_gone:
                     self.poke(head.conversation_id)
                 else:
                     wait = min(wait, (head.claim_until - now).total_seconds())
-            await asyncio.sleep(max(SWEEP_MIN_S, wait + 0.05))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sweep_woken.wait(), max(SWEEP_MIN_S, wait + 0.05))
+            self._sweep_woken.clear()
 
 
 async def open_cluster_router(
@@ -191,10 +217,12 @@ async def open_cluster_router(
     max_queued: int,
     owner: str,
     listener: PgListener,
+    on_member_gone: list[Callable[[set[str]], None]],
 ) -> ClusterRouter:
     """The cluster's router with its fan-out and sweeper; their closes pushed on ``parts``
     (they run after the router drained, before the store closes). ``owner`` is the
-    process's cluster member id; ``listener`` its LISTEN connection (the cluster node's)."""
+    process's cluster member id; ``listener`` its LISTEN connection (the cluster node's);
+    ``on_member_gone`` the cluster node's callbacks for members that died."""
     router = ClusterRouter(
         store,
         None,
@@ -207,10 +235,15 @@ async def open_cluster_router(
     )
     fanout = TurnFanout(store, hub, listener, owner)
     fanout.on_remote_message = router.poke
+    # Until its models are loaded this process stores messages but runs no turn:
+    # then (only) the others are asked to claim them at once.
+    fanout.asks_others = lambda: not router.ready
     await fanout.start()
     parts.push_async_callback(fanout.aclose)
-    await router.renewer.start()
-    parts.push_async_callback(router.renewer.aclose)
+    await router.turn_claims.start()
+    parts.push_async_callback(router.turn_claims.aclose)
     router.start_sweeper()
+    # A member died (its session ended): its turns are taken now, not at their claims' end.
+    on_member_gone.append(lambda _gone: router.sweep_now())
     log.info("cluster process %s: turns are claimed from the store", owner)
     return router

@@ -67,7 +67,8 @@ class StoreConfig:
     # process keeps its own data_dir (index files are never shared).
     cluster: bool = False
     # A cluster lease (a turn's claim, a singleton runner's) not renewed for this
-    # long is another process's to take: the fail-over time when a holder dies.
+    # long is another process's to take: the fail-over time when a holder stalls or
+    # its machine vanishes (one that dies is seen at once: gateway/store/liveness.py).
     lease_s: PositiveFloat = 15.0
 
 

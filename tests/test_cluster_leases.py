@@ -19,6 +19,7 @@ from gateway.cluster import ClusterNode, check_session_pooling
 from gateway.errors import StoreError
 from gateway.store import Store
 from gateway.store.leases import Leases, Singleton, claim, leases, release, renew
+from gateway.store.liveness import MemberSession
 from gateway.store.members import heartbeat, join, leave, live_members, members
 from gateway.testing.postgres import PG_BINARIES, create_database, free_port
 from gateway.zones import PersonZones
@@ -110,6 +111,36 @@ async def test_a_singleton_starts_stops_and_hands_over(pg: Store) -> None:
     assert first.held
 
 
+async def test_a_singleton_stops_while_its_member_session_is_lost(pg: Store) -> None:
+    # While this member's session lock is gone the others count it dead and may take
+    # its lease: its work stops, and it claims nothing until the session is back.
+    events: list[str] = []
+    session = {"alive": True}
+
+    async def start() -> None:
+        events.append("start")
+
+    async def stop() -> None:
+        events.append("stop")
+
+    single = Singleton(
+        pg, "poller", "a", 30, start=start, stop=stop, session_alive=lambda: session["alive"]
+    )
+    await single.tick()
+    assert single.held
+    session["alive"] = False
+    await single.tick()
+    assert not single.held
+    assert events == ["start", "stop"]
+    assert await claim(pg, "poller", "b", 30) is False  # its row is still a's until it ends
+    await single.tick()
+    assert events == ["start", "stop"]  # no claim while the session is lost
+    session["alive"] = True
+    await single.tick()
+    assert single.held
+    assert events == ["start", "stop", "start"]
+
+
 async def test_a_holder_that_cannot_reach_the_store_stops_by_its_own_clock(pg: Store) -> None:
     stopped = asyncio.Event()
 
@@ -143,21 +174,92 @@ async def test_hold_is_one_process_at_a_time_and_given_back(pg: Store) -> None:
 
 
 async def test_members_are_alive_while_they_beat(pg: Store) -> None:
-    await join(pg, "host:1:aa", listen="127.0.0.1:8001", version="1")
-    await join(pg, "host:2:bb", listen="127.0.0.1:8002", version="1")
-    assert {m.id for m in await live_members(pg, 30)} == {"host:1:aa", "host:2:bb"}
-    await asyncio.sleep(0.6)
-    assert await heartbeat(pg, "host:1:aa")
-    # host:2 has not beaten for longer than this lease: dead, though its row stays.
-    assert [m.id for m in await live_members(pg, 0.5)] == ["host:1:aa"]
-    everyone = {m.id: m for m in await members(pg, 0.5)}
-    assert not everyone["host:2:bb"].alive
-    assert everyone["host:2:bb"].lag_s >= 0.5
-    await claim(pg, "poller", "host:1:aa", 30)
-    await leave(pg, "host:1:aa")
-    assert [m.id for m in await members(pg, 30)] == ["host:2:bb"]
-    assert await leases(pg) == []  # a member that leaves gives its leases back
-    assert not await heartbeat(pg, "host:1:aa")
+    sessions = [MemberSession(pg.url, m, lease_s=30) for m in ("host:1:aa", "host:2:bb")]
+    for session in sessions:
+        await session.start()
+    try:
+        await join(pg, "host:1:aa", listen="127.0.0.1:8001", version="1")
+        await join(pg, "host:2:bb", listen="127.0.0.1:8002", version="1")
+        assert {m.id for m in await live_members(pg, 30)} == {"host:1:aa", "host:2:bb"}
+        await asyncio.sleep(0.6)
+        assert await heartbeat(pg, "host:1:aa")
+        # host:2 has not beaten for longer than this lease: dead, though its row stays.
+        assert [m.id for m in await live_members(pg, 0.5)] == ["host:1:aa"]
+        everyone = {m.id: m for m in await members(pg, 0.5)}
+        assert not everyone["host:2:bb"].alive
+        assert everyone["host:2:bb"].lag_s >= 0.5
+        await claim(pg, "poller", "host:1:aa", 30)
+        await leave(pg, "host:1:aa")
+        assert [m.id for m in await members(pg, 30)] == ["host:2:bb"]
+        assert await leases(pg) == []  # a member that leaves gives its leases back
+        assert not await heartbeat(pg, "host:1:aa")
+    finally:
+        for session in sessions:
+            await session.aclose()
+
+
+async def _died(session: MemberSession) -> None:
+    """End a member's session as a SIGKILL does: the socket closes, no goodbye."""
+    connection = session._connection
+    assert connection is not None
+    connection.terminate()
+    if session._task is not None:
+        session._task.cancel()
+        await asyncio.gather(session._task, return_exceptions=True)
+
+
+async def test_a_member_whose_session_ends_is_gone_at_once(pg: Store) -> None:
+    # A holds a lease and a turn's claim with 30 s to go, then dies: B takes both at
+    # once, counts A dead and is told of it, without waiting for the lease to end.
+    from datetime import UTC, datetime
+
+    from gateway.store.claims import TurnClaims, open_heads
+    from gateway.store.repo import resolve_address, store_inbound
+
+    told: list[set[str]] = []
+    dying_claims = TurnClaims(pg.url, "host:1:dying", 30)
+    alive_claims = TurnClaims(pg.url, "host:2:alive", 30)
+    a = MemberSession(pg.url, "host:1:dying", lease_s=30)
+    b = MemberSession(pg.url, "host:2:alive", lease_s=30, on_gone=told.append, every_s=0.1)
+    await a.start()
+    await b.start()
+    try:
+        for member in ("host:1:dying", "host:2:alive"):
+            await join(pg, member, listen="127.0.0.1:1", version="1")
+        address = await resolve_address(pg, "webchat", "gone-session")
+        await store_inbound(pg, address, "hello", datetime.now(UTC), "c0")
+        conversation = address.conversation_id
+        assert await dying_claims.claim(conversation) is not None
+        assert await claim(pg, "poller", "host:1:dying", 30)
+        # While A lives, neither is B's.
+        assert await alive_claims.claim(conversation) is None
+        assert not await claim(pg, "poller", "host:2:alive", 30)
+        assert len(await live_members(pg, 30)) == 2
+        # A holder that never had a member session is left to its lease's end.
+        assert await claim(pg, "batch", "not-a-member", 30)
+        assert not await claim(pg, "batch", "host:2:alive", 30)
+
+        await _died(a)
+        for _ in range(100):
+            if told:
+                break
+            await asyncio.sleep(0.05)
+        assert told == [{"host:1:dying"}]
+        assert [m.id for m in await live_members(pg, 30)] == ["host:2:alive"]
+        [head], _now = await open_heads(pg)
+        assert head.holder_gone
+        states = {state.name: state for state in await leases(pg)}
+        assert states["poller"].remaining_s > 20
+        assert not states["poller"].held
+        taken = await alive_claims.claim(conversation)
+        assert taken is not None
+        assert taken.text == "hello"
+        assert await claim(pg, "poller", "host:2:alive", 30)
+    finally:
+        await a.aclose()
+        await b.aclose()
+        await dying_claims.aclose()
+        await alive_claims.aclose()
 
 
 async def test_a_node_joins_and_leaves(pg: Store) -> None:

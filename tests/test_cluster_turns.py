@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -103,7 +105,9 @@ async def test_two_pages_on_two_processes_get_one_answer_each_turn_in_order(
 async def test_a_turn_whose_process_is_killed_is_answered_by_another(
     postgres: str, tmp_path: Path, client: aiohttp.ClientSession
 ) -> None:
-    url, (a, b) = await _cluster(postgres, tmp_path, 2, lease_s=3.0, delay_s=2.0)
+    # A lease far longer than the test: the survivor must take the turn because the
+    # holder's member session ended with it, not because its claim ran out.
+    url, (a, b) = await _cluster(postgres, tmp_path, 2, lease_s=60.0, delay_s=2.0)
     async with a, b:
         session = f"kill-{uuid.uuid4().hex[:8]}"
         by_pid = {a.pid: a, b.pid: b}
@@ -122,9 +126,10 @@ async def test_a_turn_whose_process_is_killed_is_answered_by_another(
         assert holder is not None, "no process claimed the turn"
         survivor = b if holder is a else a
         watcher = on_b if holder is a else on_a
+        dead_claim_until = await _first_turn(url, session, Turn.claim_until)
         await holder.kill()
-        # The claim expires (3 s) and the survivor runs the turn: the page on it is answered.
-        await watcher.watch_until(["hello there"], timeout=30)
+        # The survivor runs the turn: the page on it is answered.
+        await watcher.watch_until(["hello there"], timeout=60)
         turns = await _turns(url, session)
         assert len(turns) == 1
         message_id, status, reply_id, claimed_by = turns[0]
@@ -133,4 +138,18 @@ async def test_a_turn_whose_process_is_killed_is_answered_by_another(
         assert int(claimed_by.split(":")[1]) == survivor.pid
         assert watcher.live_replies() == [(message_id, reply_id)]
         assert await _assistant_messages(url) == 1
+        # Answered while the dead process's claim still had most of its 60 s to go.
+        assert await _first_turn(url, session, Turn.finished_at) < dead_claim_until
         await watcher.close()
+
+
+async def _first_turn(url: str, session: str, column: Any) -> datetime:
+    """``column`` (a time of the turn) of the session's first message's turn."""
+    async with Store(url) as store, store.reader() as reader:
+        found = await reader.scalar(
+            select(column)
+            .join(Message, Message.id == Turn.inbound_message_id)
+            .where(Message.client_id == f"{session}-0")
+        )
+    assert isinstance(found, datetime)
+    return found

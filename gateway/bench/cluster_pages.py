@@ -1,5 +1,7 @@
 """Webchat pages against a cluster of gateway processes: for ``bench cluster`` and tests.
 
+``cluster`` starts the processes on a new database of a PostgreSQL server.
+
 A ``Page`` is one browser tab of a conversation: a WebSocket to one process,
 every frame it gets kept with its arrival time. When its process dies, it
 reconnects to another live one with ``?after=`` its last seen message and
@@ -13,16 +15,21 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from gateway.bench.gateway_bench import bench_config_text
+from gateway.bench.gateway_bench import GatewayProcess, bench_config_text, free_port
+from gateway.store import Store
+from gateway.testing.postgres import create_database
 
 PREFIX = "You said: "
+# Several processes load their models at once on a shared machine.
+START_TIMEOUT_S = 300.0
 
 
 def cluster_config_text(
@@ -176,3 +183,52 @@ class Page:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
         self._ws, self._reader = None, None
+
+
+@dataclass
+class Cluster:
+    """Gateway processes on one database; ``dead`` holds the indexes of those killed."""
+
+    url: str
+    processes: list[GatewayProcess]
+    dead: set[int] = field(default_factory=set)
+
+    def urls(self, first: int) -> list[str]:
+        """The live processes' URLs, starting at ``first``'s."""
+        count = len(self.processes)
+        order = [(first + k) % count for k in range(count)]
+        return [self.processes[i].base_url for i in order if i not in self.dead]
+
+    def chooser(self, first: int) -> Callable[[], list[str]]:
+        return lambda: self.urls(first % len(self.processes))
+
+
+@contextlib.asynccontextmanager
+async def cluster(
+    server: str, root: Path, count: int, *, stages: str, lease_s: float, turns: int
+) -> AsyncIterator[Cluster]:
+    """``count`` gateways in cluster mode on a new database of ``server``, each with its
+    own port, config and data folder under ``root``; stopped when the block ends."""
+    url = await create_database(server)
+    async with Store(url):
+        pass  # migrated once, before the processes start
+    processes = []
+    for index in range(count):
+        port = free_port()
+        config = root / f"{uuid.uuid4().hex[:6]}-gw{index}.toml"
+        config.write_text(
+            cluster_config_text(
+                root / f"data-{config.stem}", port, url, lease_s=lease_s, stages=stages, turns=turns
+            )
+        )
+        processes.append(GatewayProcess(config, port, root / f"{config.stem}.log"))
+    try:
+        await asyncio.gather(*(process.start(START_TIMEOUT_S) for process in processes))
+        yield Cluster(url, processes)
+    finally:
+        await asyncio.gather(*(process.stop() for process in processes))
+
+
+def message_text(session: str, index: int) -> str:
+    """The ``index``-th message a bench page of ``session`` sends."""
+    return f"message {index} of {session}"

@@ -5,8 +5,11 @@ statement, ``INSERT … ON CONFLICT (name) DO UPDATE … WHERE the holder is me 
 the lease ran out``, and its end is ``now() + lease_s`` on the *server's*
 clock: machines whose clocks disagree still agree on who holds what. A holder
 renews every third of ``lease_s`` (``renew`` succeeds only while its lease has
-not run out) and gives the lease back on a clean stop. A holder that died
-stops renewing, and once ``until`` passes the next ``claim`` takes it.
+not run out) and gives the lease back on a clean stop. A holder that died is
+taken over at once: its member session ended with it, so its lock is free
+(gateway/store/liveness.py) and the next ``claim`` takes the lease, however long
+it had left. Once ``until`` passes, a lease is free in any case (a holder that
+stalls, or a machine that vanished with its connections half-open).
 
 A holder that cannot renew (the database unreachable, or another took the
 lease after it expired) stops its work: ``Singleton`` calls ``stop`` when a
@@ -37,13 +40,16 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.errors import StoreError
 from gateway.store.db import Store
+from gateway.store.liveness import holder_gone
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# Taken when free, ours, run out, or held by a member whose session ended (it died:
+# gateway/store/liveness.py) though its lease has time left.
 _CLAIM = text(
-    """
+    f"""
     INSERT INTO cluster_leases (name, holder, until, taken_at)
     VALUES (:name, :holder, now() + make_interval(secs => :lease_s), now())
     ON CONFLICT (name) DO UPDATE SET
@@ -53,6 +59,7 @@ _CLAIM = text(
             WHEN cluster_leases.holder = EXCLUDED.holder AND cluster_leases.until >= now()
             THEN cluster_leases.taken_at ELSE EXCLUDED.taken_at END
     WHERE cluster_leases.holder = EXCLUDED.holder OR cluster_leases.until < now()
+        OR {holder_gone("cluster_leases.holder")}
     RETURNING holder
     """
 )
@@ -66,9 +73,10 @@ _RENEW = text(
 _RELEASE = text("DELETE FROM cluster_leases WHERE name = :name AND holder = :holder")
 _RELEASE_ALL = text("DELETE FROM cluster_leases WHERE holder = :holder")
 _LIST = text(
-    """
+    f"""
     SELECT name, holder, until, taken_at,
-           EXTRACT(EPOCH FROM (until - now()))::float8 AS remaining_s
+           EXTRACT(EPOCH FROM (until - now()))::float8 AS remaining_s,
+           {holder_gone("holder")} AS holder_gone
     FROM cluster_leases ORDER BY name
     """
 )
@@ -82,10 +90,12 @@ class LeaseState:
     taken_at: datetime
     # Seconds left on the server's clock; negative once it ran out (free to take).
     remaining_s: float
+    # Whether the holder is a member whose session ended (it died: free to take).
+    holder_gone: bool
 
     @property
     def held(self) -> bool:
-        return self.remaining_s >= 0
+        return self.remaining_s >= 0 and not self.holder_gone
 
 
 async def run_direct(store: Store, work: Callable[[Connection], T]) -> T:
@@ -145,6 +155,7 @@ class Singleton:
         *,
         start: Callable[[], Awaitable[None]],
         stop: Callable[[], Awaitable[None]],
+        session_alive: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -152,22 +163,38 @@ class Singleton:
         self.lease_s = lease_s
         self._start = start
         self._stop = stop
+        # Whether this member's session lock is held (gateway/store/liveness.py). While
+        # it is not, the others count this member gone and may take the lease: its
+        # work stops, and it claims nothing until the session is back.
+        self._session_alive = session_alive
         self.held = False
         # This process's end of its lease (monotonic): never later than the server's.
         self._deadline = 0.0
         self.takeovers = 0
+        self._woken = asyncio.Event()
+
+    def wake(self) -> None:
+        """Tick now, not at the next period (a member died: its lease may be free; or
+        this member's session was lost: its work stops)."""
+        self._woken.set()
 
     async def run(self) -> None:
         try:
             while True:
                 await self.tick()
-                await asyncio.sleep(self.lease_s / 3)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._woken.wait(), self.lease_s / 3)
+                self._woken.clear()
         finally:
             if self.held:
                 # Shielded: the stop and the release must run though the task is cancelled.
                 await asyncio.shield(self._give_back())
 
     async def tick(self) -> None:
+        if self._session_alive is not None and not self._session_alive():
+            if self.held:
+                await self._lose("this member's session was lost; the others may take it")
+            return
         sent = time.monotonic()
         try:
             if self.held:

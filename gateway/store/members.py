@@ -2,9 +2,10 @@
 
 Each process in cluster mode writes its row at start, its heartbeat (the
 server's ``now()``) every third of ``store.lease_s``, and deletes the row (and
-gives back its leases) on a clean stop. A process is dead once ``lease_s`` has
-passed since its last heartbeat: ``live_members`` is what other parts (the
-turn claims, ``agentgw cluster status``) ask. Rows of the dead stay an hour,
+gives back its leases) on a clean stop. A process is dead once its member
+session ended (its lock is free: gateway/store/liveness.py), or once
+``lease_s`` has passed since its last heartbeat: ``live_members`` is what
+``agentgw cluster status`` and ``/readyz`` ask. Rows of the dead stay an hour,
 so the status can say who died, then the next start prunes them.
 """
 
@@ -21,6 +22,7 @@ from sqlalchemy import Connection, text
 
 from gateway.store.db import Store
 from gateway.store.leases import run_direct
+from gateway.store.liveness import session_locked
 
 # The rows of members dead this long are pruned at the next start.
 PRUNE_AFTER_S = 3600.0
@@ -38,9 +40,10 @@ _PRUNE = text(
 _BEAT = text("UPDATE cluster_members SET heartbeat_at = now() WHERE id = :id RETURNING id")
 _LEAVE = text("DELETE FROM cluster_members WHERE id = :id")
 _LIST = text(
-    """
+    f"""
     SELECT id, host, pid, listen, version, started_at, heartbeat_at,
-           EXTRACT(EPOCH FROM (now() - heartbeat_at))::float8 AS lag_s
+           EXTRACT(EPOCH FROM (now() - heartbeat_at))::float8 AS lag_s,
+           {session_locked("id")} AS session_alive
     FROM cluster_members ORDER BY started_at, id
     """
 )
@@ -57,6 +60,7 @@ class Member:
     heartbeat_at: datetime
     # Seconds since its last heartbeat, on the server's clock.
     lag_s: float
+    # A heartbeat within lease_s and its member session's lock held.
     alive: bool
 
     def as_json(self) -> dict[str, Any]:
@@ -128,7 +132,7 @@ async def members(store: Store, lease_s: float = 15.0) -> list[Member]:
                 started_at=row.started_at,
                 heartbeat_at=row.heartbeat_at,
                 lag_s=float(row.lag_s),
-                alive=float(row.lag_s) < lease_s,
+                alive=float(row.lag_s) < lease_s and bool(row.session_alive),
             )
             for row in connection.execute(_LIST)
         ]

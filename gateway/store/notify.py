@@ -58,6 +58,21 @@ def notify(connection: Connection, channel: str, payload: str) -> None:
     connection.execute(_NOTIFY, {"channel": channel, "payload": payload})
 
 
+async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:
+    """Cancel a connection's background task and wait until it has ended."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def close_quietly(connection: asyncpg.Connection | None) -> None:
+    """Close a connection of our own; one that is already broken is let go."""
+    if connection is not None and not connection.is_closed():
+        with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            await connection.close(timeout=2)
+
+
 def asyncpg_dsn(url: str) -> str:
     """The libpq DSN asyncpg takes, from the store's SQLAlchemy URL."""
     parsed = make_url(url)
