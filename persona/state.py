@@ -333,6 +333,10 @@ def normalize_rule(text: str) -> str:
     return cleaned[:1].upper() + cleaned[1:] if cleaned else cleaned
 
 
+# Built once: the judge asks every turn (issue 28, "CPU per turn").
+_NEWEST_VERSION = select(func.max(PersonaVersion.version))
+
+
 class PersonaBook:
     """The versions of the PersonaState and the proposed rules, in the store."""
 
@@ -344,8 +348,7 @@ class PersonaBook:
 
     async def latest(self) -> VersionInfo:
         """The newest version, as ``current``, reading only its number when it is known."""
-        query = select(func.max(PersonaVersion.version))
-        version = await self.store.read(lambda connection: connection.scalar(query))
+        version = await self.store.read(lambda connection: connection.scalar(_NEWEST_VERSION))
         return await self.at(version)
 
     async def at(self, version: int | None) -> VersionInfo:

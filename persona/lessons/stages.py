@@ -230,17 +230,15 @@ def build_lesson_loop(
     )
 
 
+# The scan cursor's statements, built once (every judged turn moves it; issue 28).
+_MOVE_CURSOR = update(LessonScan).where(LessonScan.conversation_id == bindparam("b_conversation"))
+_NEW_CURSOR = insert(LessonScan)
+
+
 def _move_cursor(conversation_id: int, through: int, at: datetime, connection: Connection) -> None:
     """The conversation's scan cursor set to ``through``: plain Core in the store's
     writer, one hop (every judged turn moves it; issue 28)."""
-    moved = connection.execute(
-        update(LessonScan)
-        .where(LessonScan.conversation_id == conversation_id)
-        .values(scanned_through_verdict_id=through, updated_at=at)
-    )
+    values = {"scanned_through_verdict_id": through, "updated_at": at}
+    moved = connection.execute(_MOVE_CURSOR, {"b_conversation": conversation_id, **values})
     if not moved.rowcount:
-        connection.execute(
-            insert(LessonScan).values(
-                conversation_id=conversation_id, scanned_through_verdict_id=through, updated_at=at
-            )
-        )
+        connection.execute(_NEW_CURSOR, {"conversation_id": conversation_id, **values})
