@@ -341,6 +341,15 @@ class PersonaLoop:
             await asyncio.wait(set(self._tasks), timeout=left)
         return True
 
+    async def warm(self) -> None:
+        """What the judge computes once (the local judge's exemplar vectors), now: in the
+        gateway's warm-up, not in the first reply's judgement."""
+        judge = self.scorer.judge
+        judges = (judge.model, judge.fallback) if isinstance(judge, BudgetedJudge) else (judge,)
+        for each in judges:
+            if isinstance(each, LocalJudge):
+                await each.prepare()
+
     async def observer_backlog(self, threshold_tokens: int) -> ObserverBacklog:
         """Unread messages by the observer's cursors (for /metrics and /readyz)."""
         return await self.store.read(lambda c: observer_backlog(c, threshold_tokens))
