@@ -20,8 +20,8 @@ from sqlalchemy import Select, bindparam, func, select
 from gateway.store import Store
 from gateway.store.models import Conversation, Message
 from memory.jobs.base import Extractor
+from persona.loop import PersonaLoop
 from persona.models import ObserveCursor
-from persona.stages import PersonaLoop
 
 
 @functools.cache
