@@ -441,8 +441,6 @@ async def _warm_up(
         if gateway.cluster is not None:
             # One observer, reflector and persona version at a time across the cluster.
             persona_loop.observe_pass.leases = gateway.cluster.leases
-        if config.persona.enabled:
-            await persona_loop.warm()
         # Lessons from corrections (issue 22): in every prompt's cached prefix, learned after.
         lessons = (
             build_lesson_loop(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-import contextlib
 import math
 import re
 import time
@@ -182,24 +181,6 @@ class LocalJudge:
     ) -> float:
         return _contrast_of(vectors, embedder.embed([reply])[0])
 
-    async def _exemplar_vectors(
-        self, embedder: TextEmbedder
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        async with self._lock:
-            vectors = self._vectors
-            if vectors is None:
-                vectors = await asyncio.to_thread(self._embed_exemplars, embedder)
-                self._vectors = vectors
-            return vectors
-
-    async def prepare(self) -> None:
-        """The exemplars' vectors now (the gateway's warm-up), not in the first reply's
-        judgement: some forty texts, ~0.2 s of CPU once a process. A failure is left
-        to the first judgement, which says so in its verdict."""
-        if self.embedder is not None:
-            with contextlib.suppress(AgentGWError):
-                await self._exemplar_vectors(self.embedder)
-
     async def judge(self, item: JudgeInput) -> Judgement:
         start = time.perf_counter()
         contrast: float | None = None
@@ -207,7 +188,11 @@ class LocalJudge:
         failure = ""
         if embedder is not None:
             try:
-                vectors = await self._exemplar_vectors(embedder)
+                async with self._lock:
+                    vectors = self._vectors
+                    if vectors is None:
+                        vectors = await asyncio.to_thread(self._embed_exemplars, embedder)
+                        self._vectors = vectors
                 if self.queued is not None:
                     contrast = _contrast_of(vectors, (await self.queued.embed([item.reply]))[0])
                 else:

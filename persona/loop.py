@@ -33,13 +33,11 @@ from gateway.supervisor import TaskSupervisor
 from persona.anchor import (
     PlannerSettings,
 )
-from persona.budgeted import BudgetedJudge
 from persona.judge import (
     JudgeInput,
     SyncScorer,
     Tier,
 )
-from persona.judge_local import LocalJudge
 from persona.observation.lag import observer_backlog
 from persona.observation.log import ObservationLog
 from persona.observation.run import ObservePass, PassResult
@@ -83,15 +81,6 @@ class PersonaLoop:
                 return False
             await asyncio.wait(set(self._tasks), timeout=left)
         return True
-
-    async def warm(self) -> None:
-        """What the judge computes once (the local judge's exemplar vectors), now: in the
-        gateway's warm-up, not in the first reply's judgement."""
-        judge = self.scorer.judge
-        judges = (judge.model, judge.fallback) if isinstance(judge, BudgetedJudge) else (judge,)
-        for each in judges:
-            if isinstance(each, LocalJudge):
-                await each.prepare()
 
     async def observer_backlog(self, threshold_tokens: int) -> ObserverBacklog:
         """Unread messages by the observer's cursors (for /metrics and /readyz)."""

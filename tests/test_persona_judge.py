@@ -224,21 +224,6 @@ async def test_local_judge_embeds_the_reply_through_the_queue() -> None:
         await queue.aclose()
 
 
-async def test_local_judge_prepared_embeds_its_exemplars_before_the_first_reply() -> None:
-    """The gateway's warm-up prepares the judge: the first reply's judgement then
-    embeds only the reply, and the scores are those of an unprepared judge."""
-    state = state_with_rules()
-    reply = "Short answer: yes. Move it to Thursday and tell Sam."
-    unprepared = await LocalJudge(HashEmbedder(), load_exemplars()).judge(item(reply, state))
-    embedder = HashEmbedder()
-    judge = LocalJudge(embedder, load_exemplars())
-    await judge.prepare()
-    assert embedder.calls == 2  # the in-voice and off-voice exemplars
-    prepared = await judge.judge(item(reply, state))
-    assert embedder.calls == 3
-    assert prepared.scores == unprepared.scores
-
-
 async def test_local_groundedness_checks_the_pack() -> None:
     judge = LocalJudge(None, load_exemplars())
     state = state_with_rules()
