@@ -25,7 +25,13 @@ from typing import Any
 
 from gateway.answer_stream import publish_delta, stream_answer
 from gateway.brains.base import Brain, BrainRequest, Completion
-from gateway.errors import AgentGWError, BrainError, BrainTimeout, EmptyReply
+from gateway.errors import (
+    AgentGWError,
+    BrainError,
+    BrainTimeout,
+    EmptyReply,
+    user_message,
+)
 from gateway.events import (
     LogIds,
     PackSize,
@@ -43,8 +49,10 @@ from gateway.prompt import (
     ContextStage,
     PastMessage,
     PromptDraft,
+    ReadingStage,
     TurnContext,
     TurnOutcome,
+    TurnReads,
 )
 from gateway.store import MessageRole, Store
 from gateway.store.repo import (
@@ -123,6 +131,8 @@ class TurnPipeline:
         # Offered only to brains that speak tool calling (not the offline one).
         self.toolbox = toolbox if getattr(brain, "supports_tools", False) else None
         self.stages = tuple(stages)
+        # Those that declare their store read: a turn's run in one hop (gateway/prompt.py).
+        self._reading = tuple(s for s in self.stages if isinstance(s, ReadingStage))
         self.after_stages = tuple(after_stages)
         self.hub = hub
         self.settings = settings
@@ -328,6 +338,8 @@ class TurnPipeline:
         self, inbound: StoredInbound, turn: TurnContext, values: dict[str, object]
     ) -> tuple[BrainRequest, PackSize | None]:
         draft = PromptDraft()
+        if self._reading:
+            draft.reads = await TurnReads.declared(self.store, self._reading, turn)
         for stage in self.stages:
             async with self._stage(inbound, StagePhase.CONTEXT, stage.name, "stage_failed"):
                 draft.stage = stage.name
@@ -577,21 +589,3 @@ class TurnPipeline:
             )
         )
         return TurnOutcome(request, error_code=error.code)
-
-
-def user_message(error: AgentGWError) -> str:
-    """What the person reads: plain words and what happens to their message."""
-    kept = "Your message is saved; you can send it again."
-    texts = {
-        "brain_timeout": "The model took too long to answer.",
-        "brain_rate_limited": "The model is rate-limited right now.",
-        "brain_overloaded": "The model is overloaded right now.",
-        "brain_unavailable": "The model could not be reached.",
-        "brain_interrupted": "The model's answer broke off.",
-        "empty_reply": "The model answered with nothing.",
-        "brain_rejected": "The model refused the request.",
-        "brain_not_configured": "No model is configured.",
-        "interrupted": "The gateway stopped before answering.",
-        "store_error": "The database failed while answering.",
-    }
-    return f"{texts.get(error.code, 'Something went wrong while answering.')} {kept}"

@@ -19,13 +19,14 @@ from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 
 from gateway.brains.base import BlockKind, ChatMessage
 from gateway.prompt import (
     HistoryEntry,
     PastMessage,
     PromptDraft,
+    StageRead,
     TurnContext,
 )
 from gateway.store import Store
@@ -42,9 +43,9 @@ from persona.judge import (
     Tier,
 )
 from persona.models import ActionKind, PersonaAction
-from persona.observation.log import ObservationLog
+from persona.observation.log import ObservationLog, stored_of
 from persona.state import PersonaBook
-from persona.turnfacts import persona_turn
+from persona.turnfacts import facts_read, persona_turn
 
 # -- history helpers -------------------------------------------------------------
 
@@ -107,6 +108,10 @@ class PersonaStateStage:
         facts = await persona_turn(self.book, turn, draft)
         draft.add(BlockKind.PERSONA, facts.version.state.render_contract())
 
+    async def declare(self, turn: TurnContext) -> StageRead[tuple[Any, ...]]:
+        # The turn's persona facts, which the anchor stage reuses (``persona_turn``).
+        return facts_read(turn.conversation_id)
+
 
 @dataclass(frozen=True)
 class ObservationsStage:
@@ -117,8 +122,13 @@ class ObservationsStage:
     def name(self) -> str:
         return "observations"
 
+    async def declare(self, turn: TurnContext) -> StageRead[Sequence[Row[Any]]]:
+        return self.log.active_read(turn.person_id)
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        draft.add(BlockKind.OBSERVATIONS, await self.log.block(turn.person_id, self.budget_tokens))
+        rows = await draft.read(self.log.active_read(turn.person_id), self.log.store)
+        block = await self.log.block_of(turn.person_id, stored_of(rows), self.budget_tokens)
+        draft.add(BlockKind.OBSERVATIONS, block)
 
 
 @dataclass(frozen=True)

@@ -371,11 +371,7 @@ class Store:
         that want mapped rows: one hop, where ``reader()`` (aiosqlite) pays several
         a statement. The rows come back loaded and detached (no lazy loads after)."""
 
-        def run(connection: Connection) -> T:
-            with Session(bind=connection) as session:
-                return work(session)
-
-        return await self.read(run)
+        return await self.read(orm_work(work))
 
 
 class ThreadConnections:
@@ -427,6 +423,16 @@ class ThreadConnections:
             opened, self._opened = self._opened, []
         for connection in opened:
             connection.close()
+
+
+def orm_work(work: Callable[[Session], T]) -> Callable[[Connection], T]:
+    """``work`` run with a plain ORM ``Session`` on the connection it is given."""
+
+    def run(connection: Connection) -> T:
+        with Session(bind=connection) as session:
+            return work(session)
+
+    return run
 
 
 def _read_only(kept: ThreadConnections, work: Callable[[Connection], T]) -> T:

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, func, insert, select, update
 
 from gateway.brains.base import BlockKind, Brain
 from gateway.config import LessonsConfig
-from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
+from gateway.prompt import PromptDraft, StageRead, TurnContext, TurnOutcome
 from gateway.store import Store
 from gateway.store.models import Message, utcnow
 from gateway.supervisor import TaskSupervisor
@@ -72,9 +72,12 @@ class LessonsStage:
     def name(self) -> str:
         return "lessons"
 
+    async def declare(self, turn: TurnContext) -> StageRead[Sequence[Row[Any]]]:
+        return self.book.prompt_read(turn.person_id)
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        chosen = await self.book.for_prompt(turn.person_id)
-        draft.add(BlockKind.PERSONA, chosen.render())
+        rows = await draft.read(self.book.prompt_read(turn.person_id), self.book.store)
+        draft.add(BlockKind.PERSONA, self.book.prompt_lessons(turn.person_id, rows).render())
 
 
 @dataclass
