@@ -133,15 +133,17 @@ class ContinuityListenStage:
 
     async def _focus(self, turn: TurnContext) -> None:
         book, at = self.book, turn.received_at
+        done, found = focus_done(turn.text), focus_of(turn.text)
+        if done is None and found is None:
+            # The message says nothing of a focus (most do): no need to read the current one.
+            return
         current = await book.focus(turn.person_id, at)
-        done = focus_done(turn.text)
         if done is not None and current is not None and ends_focus(done.text, current.focus.text):
             await book.clear_focus(
                 turn.person_id, origin=Origin.CHAT, source_message_id=turn.message_id, at=at
             )
             log.info("turn %d: focus cleared: %s", turn.turn_id, current.focus.text)
             return
-        found = focus_of(turn.text)
         if found is None:
             return
         if (
