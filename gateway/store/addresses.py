@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import StoreError
 from gateway.store.db import Store
@@ -32,10 +31,9 @@ async def resolve_address(
     store: Store, channel: str, external_id: str, display_name: str = ""
 ) -> Address:
     """The person, identity and conversation for a sender, created on first contact."""
-    async with store.reader() as session:
-        found = await _find_address(session, channel, external_id)
-        if found is not None:
-            return found
+    found = await _find_address(store, channel, external_id)
+    if found is not None:
+        return found
     now = utcnow()
 
     def create(connection: Connection) -> Address:
@@ -70,8 +68,7 @@ async def resolve_address(
     except StoreError as exc:  # a concurrent first contact won the insert
         if not isinstance(exc.__cause__, IntegrityError):
             raise
-    async with store.reader() as session:
-        found = await _find_address(session, channel, external_id)
+    found = await _find_address(store, channel, external_id)
     if found is None:
         raise LookupError(f"identity {channel}:{external_id} vanished")
     return found
@@ -79,18 +76,23 @@ async def resolve_address(
 
 async def find_address(store: Store, channel: str, external_id: str) -> Address | None:
     """The sender's address if they were seen before; None for a new one (nothing is made)."""
-    async with store.reader() as session:
-        return await _find_address(session, channel, external_id)
+    return await _find_address(store, channel, external_id)
 
 
-async def _find_address(session: AsyncSession, channel: str, external_id: str) -> Address | None:
-    row = (
-        await session.execute(
-            select(Identity.person_id, Identity.id, Conversation.id)
-            .join(Conversation, Conversation.identity_id == Identity.id)
-            .where(Identity.channel == channel, Identity.external_id == external_id)
-        )
-    ).first()
+# Every page that connects looks its sender up: built once, one hop (issue 28).
+_ADDRESS = (
+    select(Identity.person_id, Identity.id, Conversation.id)
+    .join(Conversation, Conversation.identity_id == Identity.id)
+    .where(
+        Identity.channel == bindparam("channel"),
+        Identity.external_id == bindparam("external_id"),
+    )
+)
+
+
+async def _find_address(store: Store, channel: str, external_id: str) -> Address | None:
+    params = {"channel": channel, "external_id": external_id}
+    row = await store.read(lambda connection: connection.execute(_ADDRESS, params).first())
     if row is None:
         return None
     return Address(row[0], row[1], row[2], channel)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import BindParameter, Connection, Integer, Row, bindparam, select
 
 from gateway.store.db import Store
 from gateway.store.models import Message, MessageRole, Turn, TurnStatus
@@ -44,27 +44,46 @@ def tool_lines(calls: list[dict[str, Any]] | None) -> tuple[tuple[str, bool], ..
     )
 
 
+# Every page that connects reads these: built once, plain rows, one hop (issue 28).
+_MESSAGES = (
+    select(
+        Message.id,
+        Message.role,
+        Message.text,
+        Message.channel,
+        Message.created_at,
+        Message.client_id,
+    )
+    .where(
+        Message.conversation_id == bindparam("conversation_id"),
+        Message.id > bindparam("after_id"),
+    )
+    .order_by(Message.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+_IDS: BindParameter[list[int]] = bindparam("ids", expanding=True)
+_TURNS = select(
+    Turn.inbound_message_id,
+    Turn.reply_message_id,
+    Turn.status,
+    Turn.error_code,
+    Turn.partial_text,
+    Turn.tool_calls,
+).where(Turn.inbound_message_id.in_(_IDS) | Turn.reply_message_id.in_(_IDS))
+
+
 async def conversation_history(
     store: Store, conversation_id: int, *, after_id: int = 0, limit: int = 100
 ) -> list[HistoryEntry]:
     """Messages of a conversation for a (re)connecting page, oldest first."""
-    async with store.reader() as session:
-        messages = (
-            await session.scalars(
-                select(Message)
-                .where(Message.conversation_id == conversation_id, Message.id > after_id)
-                .order_by(Message.id.desc())
-                .limit(limit)
-            )
-        ).all()
+    params = {"conversation_id": conversation_id, "after_id": after_id, "limit": limit}
+
+    def read(connection: Connection) -> tuple[list[Row[Any]], list[Row[Any]]]:
+        messages: list[Row[Any]] = list(connection.execute(_MESSAGES, params))
         ids = [m.id for m in messages]
-        turns = (
-            await session.scalars(
-                select(Turn).where(
-                    (Turn.inbound_message_id.in_(ids)) | (Turn.reply_message_id.in_(ids))
-                )
-            )
-        ).all()
+        return messages, list(connection.execute(_TURNS, {"ids": ids})) if ids else []
+
+    messages, turns = await store.read(read)
     by_inbound = {t.inbound_message_id: t for t in turns}
     by_reply = {t.reply_message_id: t for t in turns if t.reply_message_id is not None}
     entries = []
