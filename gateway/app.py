@@ -56,10 +56,10 @@ from memory.triggers.proactive import ProactiveNotifier
 from memory.triggers.stages import TodayStage, TriggerScanStage, TriggerSettings
 from memory.utility import BrainUtility
 from memory.validity_llm import LLMSlotJudge
+from persona.build import build_persona_loop
 from persona.lessons.stages import build_lesson_loop
 from persona.observation.backlog import observer_behind, observer_extractor
 from persona.observation.sink import MemorySink
-from persona.stages import build_persona_loop
 from voice.files import AudioFiles
 from voice.service import VoiceService
 from web import guard

@@ -151,3 +151,21 @@ class EmptyReply(BrainError):
     """The completion has no text (whitespace only): a failed turn, retryable, never shown."""
 
     code = "empty_reply"
+
+
+def user_message(error: AgentGWError) -> str:
+    """What the person reads: plain words and what happens to their message."""
+    kept = "Your message is saved; you can send it again."
+    texts = {
+        "brain_timeout": "The model took too long to answer.",
+        "brain_rate_limited": "The model is rate-limited right now.",
+        "brain_overloaded": "The model is overloaded right now.",
+        "brain_unavailable": "The model could not be reached.",
+        "brain_interrupted": "The model's answer broke off.",
+        "empty_reply": "The model answered with nothing.",
+        "brain_rejected": "The model refused the request.",
+        "brain_not_configured": "No model is configured.",
+        "interrupted": "The gateway stopped before answering.",
+        "store_error": "The database failed while answering.",
+    }
+    return f"{texts.get(error.code, 'Something went wrong while answering.')} {kept}"

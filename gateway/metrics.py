@@ -102,6 +102,9 @@ class GatewayMetrics:
         self.live = LiveCollector(live)
         self.registry.register(self.live)
         self.upkeep = UpkeepMetrics(self.registry)
+        # Each (phase, stage)'s histogram child, looked up once: ``labels`` validates
+        # and locks on every call, some twenty times a turn (issue 28, "CPU per turn").
+        self._stage_children: dict[tuple[str, str], Histogram] = {}
 
     def add_cost(self, model: str, usd: float) -> None:
         """One turn's cost (from the cost meter, gateway/costs.py)."""
@@ -129,7 +132,11 @@ class GatewayMetrics:
         if event.pack_items is not None:
             self.pack_items.observe(event.pack_items)
         if event.duration_s is not None:
-            self.stage_seconds.labels(event.phase.value, event.stage).observe(event.duration_s)
+            key = (event.phase.value, event.stage)
+            child = self._stage_children.get(key)
+            if child is None:
+                child = self._stage_children[key] = self.stage_seconds.labels(*key)
+            child.observe(event.duration_s)
         if event.kind is StageKind.ERROR:
             self.stage_errors.labels(event.phase.value, event.stage, event.code or "unknown").inc()
 

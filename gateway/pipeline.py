@@ -20,18 +20,25 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.answer_stream import publish_delta, stream_answer
 from gateway.brains.base import Brain, BrainRequest, Completion
-from gateway.errors import AgentGWError, BrainError, BrainTimeout, EmptyReply
+from gateway.errors import (
+    AgentGWError,
+    BrainError,
+    BrainTimeout,
+    EmptyReply,
+    user_message,
+)
 from gateway.events import (
     LogIds,
     PackSize,
     StageEvent,
     StageKind,
     StagePhase,
+    StageTimeline,
     in_stage,
     in_turn,
 )
@@ -42,8 +49,10 @@ from gateway.prompt import (
     ContextStage,
     PastMessage,
     PromptDraft,
+    ReadingStage,
     TurnContext,
     TurnOutcome,
+    TurnReads,
 )
 from gateway.store import MessageRole, Store
 from gateway.store.repo import (
@@ -102,6 +111,10 @@ class PipelineSettings:
         return automatic_deadline_s(self.timeout_s, self.max_retries)
 
 
+# The usage figures a turn's END event carries, from the turn's values.
+TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
 class TurnPipeline:
     def __init__(
         self,
@@ -118,6 +131,8 @@ class TurnPipeline:
         # Offered only to brains that speak tool calling (not the offline one).
         self.toolbox = toolbox if getattr(brain, "supports_tools", False) else None
         self.stages = tuple(stages)
+        # Those that declare their store read: a turn's run in one hop (gateway/prompt.py).
+        self._reading = tuple(s for s in self.stages if isinstance(s, ReadingStage))
         self.after_stages = tuple(after_stages)
         self.hub = hub
         self.settings = settings
@@ -181,30 +196,36 @@ class TurnPipeline:
         values: dict[str, object] | None = None,
         pack: PackSize | None = None,
     ) -> None:
-        timeline = self._timelines.get(inbound.turn_id)
-        if timeline is not None:
-            timeline.note(kind, phase, stage or phase.value, duration_s, code)
-        usage: dict[str, Any] = {}
-        if values is not None and "model" in values:
-            usage = {"model": str(values["model"])}
-            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
-                number = values.get(key)
-                usage[key] = number if isinstance(number, int) else 0
-        self.hub.emit(
-            StageEvent(
-                kind,
-                phase,
-                stage or phase.value,
-                inbound.turn_id,
-                inbound.address.conversation_id,
-                inbound.address.channel,
-                duration_s=duration_s,
-                code=code,
-                **usage,
-                pack_tokens=None if pack is None else pack.tokens,
-                pack_items=None if pack is None else pack.items,
-            )
+        name = stage or phase.value
+        if duration_s is not None and kind is not StageKind.START:
+            timeline = self._timelines.get(inbound.turn_id)
+            if timeline is not None:
+                timeline.note(kind, phase, name, duration_s, code)
+        address = inbound.address
+        event = StageEvent(
+            kind,
+            phase,
+            name,
+            inbound.turn_id,
+            address.conversation_id,
+            address.channel,
+            duration_s=duration_s,
+            code=code,
         )
+        if values is not None and "model" in values:
+            # The TURN's END: the model's usage.
+            tokens = [n if isinstance(n := values.get(key), int) else 0 for key in TOKEN_KEYS]
+            event = replace(
+                event,
+                model=str(values["model"]),
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                cache_read_tokens=tokens[2],
+                cache_write_tokens=tokens[3],
+            )
+        if pack is not None:
+            event = replace(event, pack_tokens=pack.tokens, pack_items=pack.items)
+        self.hub.emit(event)
 
     async def _run(
         self,
@@ -217,9 +238,10 @@ class TurnPipeline:
             await self._run_timed(inbound, received_perf, answered)
         finally:
             timeline = self._timelines.pop(inbound.turn_id, None)
-            if timeline is not None and timeline.stages:
+            stages = [] if timeline is None else timeline.stages
+            if stages:
                 # Written with the next turn's write (or the router's idle flush).
-                self._pending.setdefault(inbound.turn_id, {})["stages"] = timeline.stages
+                self._pending.setdefault(inbound.turn_id, {})["stages"] = stages
 
     async def _run_timed(
         self,
@@ -316,6 +338,8 @@ class TurnPipeline:
         self, inbound: StoredInbound, turn: TurnContext, values: dict[str, object]
     ) -> tuple[BrainRequest, PackSize | None]:
         draft = PromptDraft()
+        if self._reading:
+            draft.reads = await TurnReads.declared(self.store, self._reading, turn)
         for stage in self.stages:
             async with self._stage(inbound, StagePhase.CONTEXT, stage.name, "stage_failed"):
                 draft.stage = stage.name
@@ -565,51 +589,3 @@ class TurnPipeline:
             )
         )
         return TurnOutcome(request, error_code=error.code)
-
-
-def user_message(error: AgentGWError) -> str:
-    """What the person reads: plain words and what happens to their message."""
-    kept = "Your message is saved; you can send it again."
-    texts = {
-        "brain_timeout": "The model took too long to answer.",
-        "brain_rate_limited": "The model is rate-limited right now.",
-        "brain_overloaded": "The model is overloaded right now.",
-        "brain_unavailable": "The model could not be reached.",
-        "brain_interrupted": "The model's answer broke off.",
-        "empty_reply": "The model answered with nothing.",
-        "brain_rejected": "The model refused the request.",
-        "brain_not_configured": "No model is configured.",
-        "interrupted": "The gateway stopped before answering.",
-        "store_error": "The database failed while answering.",
-    }
-    return f"{texts.get(error.code, 'Something went wrong while answering.')} {kept}"
-
-
-class StageTimeline:
-    """One turn's stages as the turn view shows them: offset from the message being
-    stored, duration and (for a failed stage) its code, in milliseconds."""
-
-    def __init__(self, received_perf: float) -> None:
-        self.received_perf = received_perf
-        self.stages: list[dict[str, Any]] = []
-
-    def note(
-        self,
-        kind: StageKind,
-        phase: StagePhase,
-        stage: str,
-        duration_s: float | None,
-        code: str | None,
-    ) -> None:
-        if kind is StageKind.START or duration_s is None:
-            return
-        ended_ms = (time.perf_counter() - self.received_perf) * 1000
-        entry: dict[str, Any] = {
-            "phase": phase.value,
-            "stage": stage,
-            "start_ms": round(max(0.0, ended_ms - duration_s * 1000), 2),
-            "duration_ms": round(duration_s * 1000, 2),
-        }
-        if kind is StageKind.ERROR or phase is StagePhase.TURN:
-            entry["code"] = code
-        self.stages.append(entry)

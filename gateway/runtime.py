@@ -29,7 +29,7 @@ from gateway.supervisor import TaskSupervisor
 from gateway.zones import PersonZones
 from memory.jobs.calendar import UpkeepCalendar
 from memory.service import MemoryService
-from persona.stages import PersonaLoop
+from persona.loop import PersonaLoop
 from voice.service import VoiceService
 
 if TYPE_CHECKING:

@@ -41,9 +41,9 @@ async def job_parts(
     from gateway.zones import PersonZones
     from memory.utility import BrainUtility
     from memory.validity_llm import LLMSlotJudge
+    from persona.build import build_persona_loop
     from persona.observation.backlog import observer_extractor
     from persona.observation.sink import MemorySink
-    from persona.stages import build_persona_loop
 
     brain = build_brain(config)
     supervisor = TaskSupervisor()

@@ -11,13 +11,17 @@ from __future__ import annotations
 import logging
 from datetime import tzinfo
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from gateway.clock import UnknownZone, zone_named
 from gateway.store import Store
 from gateway.store.models import Person
 
 log = logging.getLogger(__name__)
+
+
+# Read once a person (one hop; issue 28, "CPU per turn").
+_ZONE = select(Person.timezone).where(Person.id == bindparam("person_id"))
 
 
 class PersonZones:
@@ -36,8 +40,8 @@ class PersonZones:
             return found
         zone = self.default
         if self.store is not None:
-            async with self.store.reader() as session:
-                name = await session.scalar(select(Person.timezone).where(Person.id == person_id))
+            params = {"person_id": person_id}
+            name = await self.store.read(lambda connection: connection.scalar(_ZONE, params))
             self._names[person_id] = name or ""
             if name:
                 try:

@@ -104,9 +104,9 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
 async def _calibrate(config: Config, labels: Path, kind: str | None) -> dict[str, Any]:
     from gateway.brains import build_brain
     from gateway.context import load_persona
+    from persona.build import choose_judge, local_embedder
     from persona.calibrate import calibrate, load_labels
     from persona.judge import SyncPolicy
-    from persona.stages import choose_judge, local_embedder
     from persona.state import MergePolicy, initial_state, load_exemplars
 
     if kind is not None:

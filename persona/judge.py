@@ -227,28 +227,63 @@ class DriftState:
 
 
 def _verdict(row: SyncScoreRow) -> Verdict:
+    return _verdict_of({name: getattr(row, name) for name in _VERDICT_FIELDS})
+
+
+_VERDICT_FIELDS = (
+    "turn_id",
+    "status",
+    "judge",
+    *DIMENSIONS,
+    "composite",
+    "ewma",
+    "trend",
+    "tier",
+    "latency_ms",
+    "cost_usd",
+    "samples",
+)
+
+
+def _verdict_of(fields: Mapping[str, Any]) -> Verdict:
+    """The verdict of a stored row's values (a dimension not given is None)."""
     scores = None
-    if row.status is VerdictStatus.SCORED and row.voice is not None:
+    voice = fields.get("voice")
+    if fields["status"] is VerdictStatus.SCORED and voice is not None:
         scores = Scores(
-            row.voice,
-            row.relational or 0.0,
-            row.groundedness or 0.0,
-            row.style or 0.0,
-            row.constraints or 0.0,
+            voice,
+            fields.get("relational") or 0.0,
+            fields.get("groundedness") or 0.0,
+            fields.get("style") or 0.0,
+            fields.get("constraints") or 0.0,
         )
     return Verdict(
-        row.turn_id,
-        row.status,
-        row.judge,
+        fields["turn_id"],
+        fields["status"],
+        fields["judge"],
         scores,
-        row.composite,
-        row.ewma,
-        Trend(row.trend),
-        Tier(row.tier),
-        row.latency_ms,
-        row.cost_usd,
-        row.samples,
+        fields["composite"],
+        fields["ewma"],
+        Trend(fields["trend"]),
+        Tier(fields["tier"]),
+        fields["latency_ms"],
+        fields["cost_usd"],
+        fields["samples"],
     )
+
+
+# A verdict's statements, built once (every reply is judged; issue 28, "CPU per turn").
+# The conversation's row locked for the EWMA chain (see ``SyncScorer.score``).
+_LOCK_CONVERSATION = (
+    select(Conversation.id)
+    .where(Conversation.id == bindparam("conversation_id"))
+    .with_for_update(key_share=True)
+)
+_INSERT_VERDICT = insert(SyncScoreRow)
+# The planner's rebase for this turn, if it made one.
+_REBASE_OF_TURN = select(PersonaAction.id).where(
+    PersonaAction.turn_id == bindparam("turn_id"), PersonaAction.kind == ActionKind.REBASE
+)
 
 
 class SyncScorer:
@@ -288,11 +323,7 @@ class SyncScorer:
             # conversation's row is locked for this transaction, so two processes never
             # both read the same last EWMA and fork the chain (SQLite has one writer).
             # NO KEY UPDATE: new messages of the conversation (a key share) still go in.
-            connection.execute(
-                select(Conversation.id)
-                .where(Conversation.id == conversation_id)
-                .with_for_update(key_share=True)
-            )
+            connection.execute(_LOCK_CONVERSATION, {"conversation_id": conversation_id})
             previous = connection.scalars(
                 previous_query, {"conversation_id": conversation_id}
             ).all()
@@ -326,20 +357,15 @@ class SyncScorer:
                 created_at=utcnow(),
                 **(judgement.scores.as_dict() if judgement.scores else {}),
             )
-            connection.execute(insert(SyncScoreRow).values(**fields))
-            return _verdict(SyncScoreRow(**fields))
+            connection.execute(_INSERT_VERDICT, fields)
+            return _verdict_of(fields)
 
         return await self.store.write(work)
 
 
 def _rebased(connection: Connection, turn_id: int) -> bool:
     """Whether this turn's prompt was a new rebase (the planner's action for it)."""
-    found = connection.scalar(
-        select(PersonaAction.id).where(
-            PersonaAction.turn_id == turn_id, PersonaAction.kind == ActionKind.REBASE
-        )
-    )
-    return found is not None
+    return connection.scalar(_REBASE_OF_TURN, {"turn_id": turn_id}) is not None
 
 
 async def drift_state(store: Store, conversation_id: int) -> DriftState:

@@ -10,6 +10,7 @@ rollback is itself a new version, so history is never rewritten).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -333,6 +334,10 @@ def normalize_rule(text: str) -> str:
     return cleaned[:1].upper() + cleaned[1:] if cleaned else cleaned
 
 
+# Built once: the judge asks every turn (issue 28, "CPU per turn").
+_NEWEST_VERSION = select(func.max(PersonaVersion.version))
+
+
 class PersonaBook:
     """The versions of the PersonaState and the proposed rules, in the store."""
 
@@ -341,11 +346,14 @@ class PersonaBook:
         self.seed = seed
         # The last version ``at`` read: versions never change, so it is parsed once.
         self._known: VersionInfo | None = None
+        # One reading of a version not known yet at a time: the many first turns of a
+        # gateway's start read and parse it once, and write the seed once, where each
+        # used to (a hundred sessions and sixty failed seed writes at 100 pages).
+        self._reading = asyncio.Lock()
 
     async def latest(self) -> VersionInfo:
         """The newest version, as ``current``, reading only its number when it is known."""
-        query = select(func.max(PersonaVersion.version))
-        version = await self.store.read(lambda connection: connection.scalar(query))
+        version = await self.store.read(lambda connection: connection.scalar(_NEWEST_VERSION))
         return await self.at(version)
 
     async def at(self, version: int | None) -> VersionInfo:
@@ -353,9 +361,14 @@ class PersonaBook:
         known = self._known
         if known is not None and known.version == version:
             return known
-        info = await self.current() if version is None else await self.get(version)
-        self._known = info
-        return info
+        async with self._reading:
+            known = self._known
+            if known is not None and (known.version == version or version is None):
+                # None was read before a concurrent turn wrote the seed: it is that one.
+                return known
+            info = await self.current() if version is None else await self.get(version)
+            self._known = info
+            return info
 
     async def current(self) -> VersionInfo:
         """The newest version; the seed becomes version 1 on first use."""

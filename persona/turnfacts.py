@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Integer, bindparam, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from gateway.prompt import PromptDraft, TurnContext
+from gateway.prompt import PromptDraft, StageRead, TurnContext
 from persona.judge import DriftState, Tier, Trend
 from persona.models import ActionKind, ObserveCursor, PersonaAction, PersonaVersion, SyncScoreRow
 from persona.state import PersonaBook, VersionInfo
@@ -85,13 +85,22 @@ _TURN_FACTS = select(
 )
 
 
+def facts_read(conversation_id: int) -> StageRead[tuple[Any, ...]]:
+    """The facts' one statement (the persona state stage declares it: gateway/prompt.py)."""
+    params = {"conversation_id": conversation_id}
+    return StageRead(
+        "persona_turn", lambda connection: tuple(connection.execute(_TURN_FACTS, params).one())
+    )
+
+
 async def read_persona_turn(book: PersonaBook, conversation_id: int) -> PersonaTurn:
     """The facts in one statement (plus one when a new persona version came up)."""
     # A plain read on a reader thread: one hop, where a session pays several a statement.
-    params = {"conversation_id": conversation_id}
-    row = await book.store.read(
-        lambda connection: tuple(connection.execute(_TURN_FACTS, params).one())
-    )
+    return await persona_turn_of(book, await book.store.read(facts_read(conversation_id).work))
+
+
+async def persona_turn_of(book: PersonaBook, row: tuple[Any, ...]) -> PersonaTurn:
+    """The facts from their statement's row (and the version it names, read if new)."""
     version, through, standing, score_id, ewma, tier, trend, verdicts, kind, detail = row
     latest = None
     if kind is not None and detail and "turn_number" in detail:
@@ -114,6 +123,7 @@ async def persona_turn(book: PersonaBook, turn: TurnContext, draft: PromptDraft)
     """The turn's persona facts: read by the first persona stage that asks, then shared."""
     facts = draft.fact(PersonaTurn)
     if facts is None:
-        facts = await read_persona_turn(book, turn.conversation_id)
+        row = await draft.read(facts_read(turn.conversation_id), book.store)
+        facts = await persona_turn_of(book, row)
         draft.facts[PersonaTurn] = facts
     return facts

@@ -13,15 +13,16 @@ import io
 import json
 import time
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 
 from gateway.app import build_stages
 from gateway.brains.base import BlockKind, BrainRequest
@@ -31,12 +32,13 @@ from gateway.context import load_persona
 from gateway.errors import InputError
 from gateway.hub import ConversationHub
 from gateway.pipeline import PipelineSettings, TurnPipeline
+from gateway.prompt import TurnContext, TurnOutcome
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address, store_inbound
 from gateway.tokens import estimate_tokens
 from memory.continuity.book import DECISIONS_HEADER, FOCUS_HEADER, ContinuityBook
 from memory.continuity.models import Decision, FocusEntry, Origin
-from memory.continuity.stages import build_continuity
+from memory.continuity.stages import ContinuityListenStage, build_continuity
 from tests.conftest import RunningGateway, make_config
 from tests.test_lessons_turns import in_cached_prefix, persona_block, session
 from tests.test_persona_loop import say
@@ -314,3 +316,37 @@ async def test_instead_links_only_to_a_decision_said_just_before(harness: Harnes
         ("Use Postgres", None),
         ("MySQL instead", logged[2].decision_id),
     ]
+
+
+async def test_the_listener_reads_no_focus_for_a_message_that_names_none(
+    harness: Harness, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most messages state no focus or decision: the listener then reads nothing (the
+    rules run first); a message that does still reads the current focus."""
+    address = await resolve_address(store, "webchat", "listener-quiet")
+    inbound = await store_inbound(store, address, "Let's focus on the invoice export.", T0, None)
+    listener = ContinuityListenStage(harness.book)
+    reads: list[object] = []
+    read = store.read
+
+    async def counted(work: Callable[[Connection], Any]) -> Any:
+        reads.append(work)
+        return await read(work)
+
+    monkeypatch.setattr(store, "read", counted)
+    turn = TurnContext(
+        turn_id=inbound.turn_id,
+        conversation_id=address.conversation_id,
+        person_id=address.person_id,
+        channel="webchat",
+        message_id=inbound.message_id,
+        text="What is the weather like today?",
+        received_at=T0,
+    )
+    await listener.after_turn(turn, TurnOutcome(None))
+    assert reads == []
+    await listener.after_turn(
+        replace(turn, text="Let's focus on the invoice export."), TurnOutcome(None)
+    )
+    assert reads
+    assert await harness.book.focus(address.person_id, T0) is not None

@@ -14,8 +14,8 @@ from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
 from gateway.store.models import Turn
 from persona.anchor import NOTE_OPEN, REBASE_PREFIX, REINFORCE_PREFIX
+from persona.loop import PersonaLoop
 from persona.models import ActionKind, ObservationRow, PersonaAction, SyncScoreRow, VerdictStatus
-from persona.stages import PersonaLoop
 from tests.conftest import RunningGateway, make_config, start_gateway
 from tests.test_webchat_turn import receive_until
 

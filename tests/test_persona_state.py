@@ -182,3 +182,27 @@ async def test_concurrent_first_turns_write_version_one_once(store: Store) -> No
     seen = await asyncio.gather(*(book.current() for _ in range(5)))
     assert {v.version for v in seen} == {1}
     assert [v.version for v in await book.versions()] == [1]
+
+
+async def test_concurrent_first_turns_read_the_new_version_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway's many first turns all ask for the version before any exists: one of
+    them reads it (and writes the seed), the others wait for it and reuse it."""
+    book = PersonaBook(store, PersonaState(traits={"warmth": 0.5}))
+    opened: list[str] = []
+    reader, session = Store.reader, Store.session
+
+    def counted_reader(self: Store) -> object:
+        opened.append("reader")
+        return reader(self)
+
+    def counted_session(self: Store) -> object:
+        opened.append("session")
+        return session(self)
+
+    monkeypatch.setattr(Store, "reader", counted_reader)
+    monkeypatch.setattr(Store, "session", counted_session)
+    seen = await asyncio.gather(*(book.at(None) for _ in range(20)))
+    assert {v.version for v in seen} == {1}
+    assert opened == ["reader", "session"]

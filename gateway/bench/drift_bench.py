@@ -55,6 +55,7 @@ from gateway.store import Store
 from gateway.store.models import Turn
 from gateway.supervisor import TaskSupervisor
 from persona.anchor import NOTE_OPEN, REBASE_PREFIX, REINFORCE_PREFIX
+from persona.build import build_persona_loop
 from persona.judge import (
     Judge,
     JudgeInput,
@@ -62,8 +63,8 @@ from persona.judge import (
 )
 from persona.judge_llm import LLMJudge
 from persona.judge_local import score_locally
+from persona.loop import PersonaLoop
 from persona.models import PersonaAction, SyncScoreRow
-from persona.stages import PersonaLoop, build_persona_loop
 from persona.state import HardRule, MergePolicy, PersonaState, initial_state, load_exemplars
 
 TURNS = 60
@@ -405,8 +406,8 @@ Closer = Callable[[], Awaitable[None]]
 
 
 async def local_judge(config: Config) -> tuple[Judge, Closer]:
+    from persona.build import local_embedder
     from persona.judge_local import LocalJudge
-    from persona.stages import local_embedder
     from persona.state import load_exemplars
 
     embedder = await local_embedder(config)

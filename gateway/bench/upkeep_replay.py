@@ -53,9 +53,10 @@ from memory.jobs.registry import job_bodies
 from memory.models import MemoryItem
 from memory.service import MemoryService
 from memory.types import ItemStatus
+from persona.build import build_persona_loop
+from persona.loop import PersonaLoop
 from persona.observation.backlog import observer_extractor
 from persona.observation.sink import MemorySink
-from persona.stages import PersonaLoop, build_persona_loop
 
 DOWNTIME = timedelta(weeks=5)
 # The job that catches up at every step rather than being stepped to (24 a day).

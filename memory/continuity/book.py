@@ -28,6 +28,7 @@ from sqlalchemy.orm import aliased
 
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
+from gateway.prompt import StageRead
 from gateway.store import Store
 from gateway.store.models import Message, Person, utcnow
 from gateway.tokens import estimate_tokens
@@ -184,8 +185,17 @@ class ContinuityBook:
 
     async def focus(self, person_id: int, now: datetime | None = None) -> FocusState | None:
         """The person's focus (faded or not), or None when there is none or it was cleared."""
+        return self.focus_of(person_id, await self.store.read(self.focus_read(person_id).work), now)
+
+    def focus_read(self, person_id: int) -> StageRead[list[Row[Any]]]:
+        """What ``focus`` reads (the working-memory stage declares it: gateway/prompt.py)."""
+        return StageRead("focus", partial(_focus_rows, person_id))
+
+    def focus_of(
+        self, person_id: int, rows: Sequence[Row[Any]], now: datetime | None = None
+    ) -> FocusState | None:
+        """``focus`` from the rows ``focus_read`` read."""
         now = now or utcnow()
-        rows = await self.store.read(partial(_focus_rows, person_id))
         if not rows:
             return None
         head, updates = rows[0], rows[1:]
@@ -313,8 +323,11 @@ class ContinuityBook:
     async def decisions(self, person_id: int, last: int | None = None) -> list[DecisionInfo]:
         """The person's decisions, oldest first (the newest ``last`` of them)."""
         # Every turn's prompt reads these: one hop on a reader thread (issue 28).
-        rows = await self.store.read(partial(_decision_rows, person_id, last))
-        return [_decision(row, row.reversed_by) for row in reversed(rows)]
+        return decisions_of_rows(await self.store.read(self.decisions_read(person_id, last).work))
+
+    def decisions_read(self, person_id: int, last: int | None) -> StageRead[list[Row[Any]]]:
+        """What ``decisions`` reads (the decisions stage declares it: gateway/prompt.py)."""
+        return StageRead("decisions", partial(_decision_rows, person_id, last))
 
     async def reversed_one(
         self, person_id: int, text: str, conversation_id: int | None = None
@@ -464,6 +477,11 @@ _DECISIONS = (
 def _focus_rows(person_id: int, connection: Connection) -> list[Row[Any]]:
     """The person's entries from the last set or clear on (none: never set)."""
     return list(connection.execute(_FOCUS, {"person_id": person_id}).all())
+
+
+def decisions_of_rows(rows: Sequence[Row[Any]]) -> list[DecisionInfo]:
+    """``ContinuityBook.decisions`` from the rows ``decisions_read`` read."""
+    return [_decision(row, row.reversed_by) for row in reversed(rows)]
 
 
 def _decision_rows(person_id: int, last: int | None, connection: Connection) -> list[Row[Any]]:

@@ -22,6 +22,7 @@ from sqlalchemy import Integer, Row, bindparam, func, select
 
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
+from gateway.prompt import StageRead
 from gateway.store import Store
 from gateway.store.models import Conversation, Message, MessageRole, utcnow
 from gateway.tokens import estimate_tokens
@@ -61,6 +62,11 @@ class HandoffNote:
     through_message_id: int | None
     tokens: int
     created_at: datetime
+
+
+def notes_of(rows: Sequence[Row[Any]]) -> list[HandoffNote]:
+    """``HandoffBook.history`` from the rows ``history_read`` read."""
+    return [_note(row, row.channel) for row in rows]
 
 
 def _note(row: Handoff | Row[Any], channel: str | None) -> HandoffNote:
@@ -157,10 +163,13 @@ class HandoffBook:
 
     async def history(self, person_id: int, limit: int = 20) -> list[HandoffNote]:
         """The person's notes, newest first."""
-        params = {"person_id": person_id, "limit": limit}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read(lambda connection: connection.execute(_HISTORY, params).all())
-        return [_note(row, row.channel) for row in rows]
+        return notes_of(await self.store.read(self.history_read(person_id, limit).work))
+
+    def history_read(self, person_id: int, limit: int = 20) -> StageRead[Sequence[Row[Any]]]:
+        """What ``history`` reads (the handoff stage declares it: gateway/prompt.py)."""
+        params = {"person_id": person_id, "limit": limit}
+        return StageRead("handoff", lambda connection: connection.execute(_HISTORY, params).all())
 
     async def write(
         self,

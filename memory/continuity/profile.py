@@ -21,9 +21,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Row, bindparam, func, select
 
 from gateway.config import ContinuityConfig
+from gateway.prompt import StageRead
 from gateway.store import Store
 from gateway.store.models import utcnow
 from gateway.tokens import estimate_tokens
@@ -205,9 +206,16 @@ class ProfileBook:
         return True
 
     async def latest(self, person_id: int) -> ProfileInfo | None:
-        params = {"person_id": person_id}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        row = await self.store.read(lambda connection: connection.execute(_LATEST, params).first())
+        return self.profile_of(await self.store.read(self.latest_read(person_id).work))
+
+    def latest_read(self, person_id: int) -> StageRead[Row[Any] | None]:
+        """What ``latest`` reads (the profile stage declares it: gateway/prompt.py)."""
+        params = {"person_id": person_id}
+        return StageRead("profile", lambda connection: connection.execute(_LATEST, params).first())
+
+    def profile_of(self, row: Row[Any] | None) -> ProfileInfo | None:
+        """``latest`` from the row ``latest_read`` read."""
         if row is None:
             return None
         lines = tuple(

@@ -11,15 +11,19 @@ a focus or decision does (or, for the focus's age, once a day), not every turn.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row
 
 from gateway.brains.base import BlockKind
 from gateway.config import ContinuityConfig
 from gateway.errors import InputError
-from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
+from gateway.prompt import PromptDraft, StageRead, TurnContext, TurnOutcome
 from gateway.store import Store
-from memory.continuity.book import ContinuityBook, TextEmbedder
-from memory.continuity.handoff import HandoffBook, HandoffNote
+from memory.continuity.book import ContinuityBook, TextEmbedder, decisions_of_rows
+from memory.continuity.handoff import HandoffBook, HandoffNote, notes_of
 from memory.continuity.models import Origin
 from memory.continuity.profile import ProfileBook
 from memory.continuity.rules import (
@@ -44,8 +48,12 @@ class FocusStage:
     def name(self) -> str:
         return "working-memory"
 
+    async def declare(self, turn: TurnContext) -> StageRead[list[Row[Any]]]:
+        return self.book.focus_read(turn.person_id)
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        state = await self.book.focus(turn.person_id, turn.received_at)
+        rows = await draft.read(self.book.focus_read(turn.person_id), self.book.store)
+        state = self.book.focus_of(turn.person_id, rows, turn.received_at)
         draft.add(BlockKind.PERSONA, self.book.render_focus(state))
 
 
@@ -59,10 +67,12 @@ class ProfileStage:
     def name(self) -> str:
         return "profile"
 
+    async def declare(self, turn: TurnContext) -> StageRead[Row[Any] | None]:
+        return self.profiles.latest_read(turn.person_id)
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        draft.add(
-            BlockKind.PERSONA, self.profiles.render(await self.profiles.latest(turn.person_id))
-        )
+        row = await draft.read(self.profiles.latest_read(turn.person_id), self.profiles.store)
+        draft.add(BlockKind.PERSONA, self.profiles.render(self.profiles.profile_of(row)))
 
 
 @dataclass(frozen=True)
@@ -76,10 +86,14 @@ class HandoffStage:
     def name(self) -> str:
         return "handoff"
 
+    async def declare(self, turn: TurnContext) -> StageRead[Sequence[Row[Any]]]:
+        # The newest note, as ``HandoffBook.latest``.
+        return self.handoffs.history_read(turn.person_id, limit=1)
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        draft.add(
-            BlockKind.PERSONA, self.handoffs.render(await self.handoffs.latest(turn.person_id))
-        )
+        read = self.handoffs.history_read(turn.person_id, limit=1)
+        notes = notes_of(await draft.read(read, self.handoffs.store))
+        draft.add(BlockKind.PERSONA, self.handoffs.render(notes[0] if notes else None))
 
 
 @dataclass(frozen=True)
@@ -90,8 +104,12 @@ class DecisionsStage:
     def name(self) -> str:
         return "decisions"
 
+    async def declare(self, turn: TurnContext) -> StageRead[list[Row[Any]]]:
+        return self.book.decisions_read(turn.person_id, self.book.config.decisions_in_prompt)
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        found = await self.book.decisions(turn.person_id, last=self.book.config.decisions_in_prompt)
+        read = self.book.decisions_read(turn.person_id, self.book.config.decisions_in_prompt)
+        found = decisions_of_rows(await draft.read(read, self.book.store))
         draft.add(BlockKind.PERSONA, self.book.render_decisions(found))
 
 
@@ -115,15 +133,17 @@ class ContinuityListenStage:
 
     async def _focus(self, turn: TurnContext) -> None:
         book, at = self.book, turn.received_at
+        done, found = focus_done(turn.text), focus_of(turn.text)
+        if done is None and found is None:
+            # The message says nothing of a focus (most do): no need to read the current one.
+            return
         current = await book.focus(turn.person_id, at)
-        done = focus_done(turn.text)
         if done is not None and current is not None and ends_focus(done.text, current.focus.text):
             await book.clear_focus(
                 turn.person_id, origin=Origin.CHAT, source_message_id=turn.message_id, at=at
             )
             log.info("turn %d: focus cleared: %s", turn.turn_id, current.focus.text)
             return
-        found = focus_of(turn.text)
         if found is None:
             return
         if (

@@ -94,6 +94,10 @@ def _row(item: NewItem) -> dict[str, Any]:
     }
 
 
+# Built once (every turn stores its messages; issue 28, "CPU per turn").
+_INSERT_ITEMS = insert(MemoryItem).returning(MemoryItem.id, sort_by_parameter_order=True)
+
+
 async def insert_items(store: Store, items: Sequence[NewItem]) -> list[int]:
     """Store the items (one transaction); their ids, in order.
 
@@ -103,9 +107,8 @@ async def insert_items(store: Store, items: Sequence[NewItem]) -> list[int]:
     if not items:
         return []
     rows = [_row(item) for item in items]
-    statement = insert(MemoryItem).returning(MemoryItem.id, sort_by_parameter_order=True)
     return await store.write(
-        lambda connection: [int(i) for i in connection.execute(statement, rows).scalars()]
+        lambda connection: [int(i) for i in connection.execute(_INSERT_ITEMS, rows).scalars()]
     )
 
 

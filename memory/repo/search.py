@@ -17,6 +17,7 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Connection,
+    Integer,
     Select,
     Subquery,
     bindparam,
@@ -234,26 +235,30 @@ async def window_ids(
         return list(rows.all())
 
 
+# A person's first turn opens both their indexes with these: built once, the values
+# bound at execution, read in one hop (issue 28, "CPU per turn").
+_INDEXABLE = select(MemoryItem.id).where(
+    MemoryItem.person_id == bindparam("person_id"),
+    MemoryItem.status == ItemStatus.ACTIVE,
+    MemoryItem.tier != Tier.ARCHIVED,
+    MemoryItem.embedding.is_not(None),
+)
+
+
 async def indexable_ids(store: Store, person_id: int) -> list[int]:
     """Items that belong in the person's ANN index: active status, not archived, embedded."""
-    async with store.reader() as session:
-        rows = await session.scalars(
-            select(MemoryItem.id).where(
-                MemoryItem.person_id == person_id,
-                MemoryItem.status == ItemStatus.ACTIVE,
-                MemoryItem.tier != Tier.ARCHIVED,
-                MemoryItem.embedding.is_not(None),
-            )
-        )
-        return list(rows.all())
+    params = {"person_id": person_id}
+    return await store.read(lambda connection: list(connection.scalars(_INDEXABLE, params)))
 
 
 async def _lexical_rows(
-    store: Store, statement: Select[int, str, str]
+    store: Store, statement: Select[int, str, str], params: dict[str, Any]
 ) -> list[tuple[int, str, str]]:
-    async with store.reader() as session:
-        rows = await session.execute(statement)
+    def read(connection: Connection) -> list[tuple[int, str, str]]:
+        rows = connection.execute(statement, params)
         return [(int(r[0]), r[1], r[2] or "") for r in rows]
+
+    return await store.read(read)
 
 
 def _recallable_text(*where: ColumnElement[bool]) -> Select[int, str, str]:
@@ -265,12 +270,18 @@ def _recallable_text(*where: ColumnElement[bool]) -> Select[int, str, str]:
     )
 
 
+_TEXT_AFTER = _recallable_text(
+    MemoryItem.person_id == bindparam("person_id"), MemoryItem.id > bindparam("after_id")
+).limit(bindparam("limit", type_=Integer))
+_TEXT_OF = _recallable_text(MemoryItem.id.in_(bindparam("ids", expanding=True)))
+
+
 async def lexical_rows(
     store: Store, person_id: int, after_id: int, limit: int
 ) -> list[tuple[int, str, str]]:
     """(id, content, speaker) of the person's recallable items after ``after_id``, by id."""
-    statement = _recallable_text(MemoryItem.person_id == person_id, MemoryItem.id > after_id)
-    return await _lexical_rows(store, statement.limit(limit))
+    params = {"person_id": person_id, "after_id": after_id, "limit": limit}
+    return await _lexical_rows(store, _TEXT_AFTER, params)
 
 
 async def recallable_ids(store: Store, person_id: int) -> tuple[set[int], int]:
@@ -291,4 +302,4 @@ async def recallable_ids(store: Store, person_id: int) -> tuple[set[int], int]:
 
 async def lexical_rows_of(store: Store, ids: Sequence[int]) -> list[tuple[int, str, str]]:
     """(id, content, speaker) of those of ``ids`` that are recallable."""
-    return await _lexical_rows(store, _recallable_text(MemoryItem.id.in_(list(ids))))
+    return await _lexical_rows(store, _TEXT_OF, {"ids": list(ids)})

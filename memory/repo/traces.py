@@ -19,6 +19,9 @@ from sqlalchemy import (
 from gateway.store import Store
 from memory.models import MemoryTrace
 
+# Built once (every turn stores one; issue 28, "CPU per turn").
+_INSERT_TRACE = insert(MemoryTrace).returning(MemoryTrace.id)
+
 
 async def save_trace(
     store: Store, trace: MemoryTrace, complete: Callable[[MemoryTrace], None] | None = None
@@ -39,8 +42,7 @@ async def save_trace(
             # Unset attributes are None: leave them to the columns' defaults.
             if column.key != "id" and getattr(trace, column.key) is not None
         }
-        statement = insert(MemoryTrace).values(values).returning(MemoryTrace.id)
-        return int(connection.execute(statement).scalar_one())
+        return int(connection.execute(_INSERT_TRACE, values).scalar_one())
 
     return await store.write(insert_trace)
 

@@ -8,7 +8,9 @@ from datetime import date, datetime
 
 from sqlalchemy import bindparam, select, update
 
+from gateway.prompt import StageRead
 from gateway.store import Store
+from gateway.store.db import orm_work
 from memory.models import MemoryItem
 from memory.triggers.models import Trigger, TriggerStatus
 from memory.types import ItemStatus
@@ -87,9 +89,14 @@ _OF_DAY = (
 
 
 async def triggers_of_day(store: Store, person_id: int, day: date) -> list[Trigger]:
-    params = {"person_id": person_id, "day": day}
     # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-    return await store.read_orm(lambda session: list(session.scalars(_OF_DAY, params)))
+    return await store.read(of_day_read(person_id, day).work)
+
+
+def of_day_read(person_id: int, day: date) -> StageRead[list[Trigger]]:
+    """What ``triggers_of_day`` reads (the today stage declares it: gateway/prompt.py)."""
+    params = {"person_id": person_id, "day": day}
+    return StageRead("today", orm_work(lambda session: list(session.scalars(_OF_DAY, params))))
 
 
 async def mark_fired(store: Store, ids: Sequence[int], at: datetime) -> None:

@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime, tzinfo
 
 from gateway.brains.base import BlockKind
 from gateway.clock import local
-from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
+from gateway.prompt import PromptDraft, StageRead, TurnContext, TurnOutcome
 from gateway.store import Store
 from gateway.zones import PersonZones
 from memory import repo as memory_repo
@@ -85,10 +85,14 @@ class TodayStage:
     def name(self) -> str:
         return "today"
 
+    async def declare(self, turn: TurnContext) -> StageRead[list[Trigger]]:
+        zone = await self.zones.of(turn.person_id)
+        return repo.of_day_read(turn.person_id, local(turn.received_at, zone).date())
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
         zone = await self.zones.of(turn.person_id)
         day = local(turn.received_at, zone).date()
-        triggers = await repo.triggers_of_day(self.store, turn.person_id, day)
+        triggers = await draft.read(repo.of_day_read(turn.person_id, day), self.store)
         if not triggers:
             return
         ids = [i for trigger in triggers for i in trigger.memory_ids]

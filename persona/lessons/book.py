@@ -28,6 +28,7 @@ import numpy as np
 from sqlalchemy import Row, bindparam, or_, select
 
 from gateway.errors import InputError
+from gateway.prompt import StageRead
 from gateway.store import Store
 from gateway.store.models import Message, utcnow
 from gateway.tokens import estimate_tokens
@@ -297,9 +298,17 @@ class LessonBook:
 
     async def for_prompt(self, person_id: int) -> PromptLessons:
         """The lessons of a person's prompt (theirs and the global ones) within the budget."""
-        params = {"person_id": person_id}
         # Every turn's prompt reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read(lambda c: c.execute(_FOR_PROMPT, params).all())
+        rows = await self.store.read(self.prompt_read(person_id).work)
+        return self.prompt_lessons(person_id, rows)
+
+    def prompt_read(self, person_id: int) -> StageRead[Sequence[Row[Any]]]:
+        """What ``for_prompt`` reads (the lessons stage declares it: gateway/prompt.py)."""
+        params = {"person_id": person_id}
+        return StageRead("lessons", lambda c: c.execute(_FOR_PROMPT, params).all())
+
+    def prompt_lessons(self, person_id: int, rows: Sequence[Row[Any]]) -> PromptLessons:
+        """``for_prompt`` from the rows ``prompt_read`` read."""
         own_slots = {r.slot for r in rows if r.person_id is not None and r.slot}
         candidates = [r for r in rows if r.person_id is not None or r.slot not in own_slots]
         # Most-taught first, then newest: what the budget keeps.

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, func, insert, select, update
 
 from gateway.brains.base import BlockKind, Brain
 from gateway.config import LessonsConfig
-from gateway.prompt import PromptDraft, TurnContext, TurnOutcome
+from gateway.prompt import PromptDraft, StageRead, TurnContext, TurnOutcome
 from gateway.store import Store
 from gateway.store.models import Message, utcnow
 from gateway.supervisor import TaskSupervisor
@@ -72,9 +72,12 @@ class LessonsStage:
     def name(self) -> str:
         return "lessons"
 
+    async def declare(self, turn: TurnContext) -> StageRead[Sequence[Row[Any]]]:
+        return self.book.prompt_read(turn.person_id)
+
     async def apply(self, turn: TurnContext, draft: PromptDraft) -> None:
-        chosen = await self.book.for_prompt(turn.person_id)
-        draft.add(BlockKind.PERSONA, chosen.render())
+        rows = await draft.read(self.book.prompt_read(turn.person_id), self.book.store)
+        draft.add(BlockKind.PERSONA, self.book.prompt_lessons(turn.person_id, rows).render())
 
 
 @dataclass
@@ -230,17 +233,15 @@ def build_lesson_loop(
     )
 
 
+# The scan cursor's statements, built once (every judged turn moves it; issue 28).
+_MOVE_CURSOR = update(LessonScan).where(LessonScan.conversation_id == bindparam("b_conversation"))
+_NEW_CURSOR = insert(LessonScan)
+
+
 def _move_cursor(conversation_id: int, through: int, at: datetime, connection: Connection) -> None:
     """The conversation's scan cursor set to ``through``: plain Core in the store's
     writer, one hop (every judged turn moves it; issue 28)."""
-    moved = connection.execute(
-        update(LessonScan)
-        .where(LessonScan.conversation_id == conversation_id)
-        .values(scanned_through_verdict_id=through, updated_at=at)
-    )
+    values = {"scanned_through_verdict_id": through, "updated_at": at}
+    moved = connection.execute(_MOVE_CURSOR, {"b_conversation": conversation_id, **values})
     if not moved.rowcount:
-        connection.execute(
-            insert(LessonScan).values(
-                conversation_id=conversation_id, scanned_through_verdict_id=through, updated_at=at
-            )
-        )
+        connection.execute(_NEW_CURSOR, {"conversation_id": conversation_id, **values})

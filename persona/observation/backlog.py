@@ -12,26 +12,25 @@ it like any other.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, bindparam, func, select
 
 from gateway.store import Store
 from gateway.store.models import Conversation, Message
 from memory.jobs.base import Extractor
+from persona.loop import PersonaLoop
 from persona.models import ObserveCursor
-from persona.stages import PersonaLoop
 
 
-async def conversations_behind(
-    store: Store, person_id: int | None, before_message_id: int | None = None
-) -> list[tuple[int, int]]:
-    """(conversation, person) of every conversation with messages the observer has not
-    read (older than ``before_message_id`` when given), of one person or everyone;
-    oldest conversation first."""
+@functools.cache
+def _behind(of_person: bool, before: bool) -> Select[int, int]:
+    """The statement of ``conversations_behind``, built once per shape (a session's
+    first turn asks; issue 28, "CPU per turn"): its values bound at execution."""
     messages = select(Message.conversation_id, func.max(Message.id).label("newest"))
-    if before_message_id is not None:
-        messages = messages.where(Message.id < before_message_id)
+    if before:
+        messages = messages.where(Message.id < bindparam("before_message_id"))
     newest = messages.group_by(Message.conversation_id).subquery()
     query = (
         select(Conversation.id, Conversation.person_id)
@@ -40,11 +39,22 @@ async def conversations_behind(
         .where(newest.c.newest > func.coalesce(ObserveCursor.observed_through_message_id, 0))
         .order_by(Conversation.id)
     )
-    if person_id is not None:
-        query = query.where(Conversation.person_id == person_id)
+    if of_person:
+        query = query.where(Conversation.person_id == bindparam("person_id"))
+    return query
+
+
+async def conversations_behind(
+    store: Store, person_id: int | None, before_message_id: int | None = None
+) -> list[tuple[int, int]]:
+    """(conversation, person) of every conversation with messages the observer has not
+    read (older than ``before_message_id`` when given), of one person or everyone;
+    oldest conversation first."""
+    query = _behind(person_id is not None, before_message_id is not None)
+    params = {"person_id": person_id, "before_message_id": before_message_id}
     # Plain reads on a reader thread: one hop (issue 28, "CPU per turn").
     return await store.read(
-        lambda connection: [(int(c), int(p)) for c, p in connection.execute(query).all()]
+        lambda connection: [(int(c), int(p)) for c, p in connection.execute(query, params).all()]
     )
 
 

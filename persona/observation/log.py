@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Row, bindparam, func, select, update
 
 from gateway.clock import local
+from gateway.prompt import StageRead
 from gateway.store import Store
 from gateway.store.models import Message, utcnow
 from gateway.tokens import estimate_tokens
@@ -43,6 +44,11 @@ class StoredObservation:
     generation: int
     author: str
     memory_item_id: int | None
+
+
+def stored_of(rows: Sequence[Row[Any]]) -> list[StoredObservation]:
+    """The observations of ``ObservationLog.active_read``'s rows."""
+    return [_stored(row) for row in rows]
 
 
 def _stored(row: ObservationRow | Row[Any]) -> StoredObservation:
@@ -189,10 +195,15 @@ class ObservationLog:
         return ids
 
     async def active(self, person_id: int) -> list[StoredObservation]:
-        params = {"person_id": person_id}
         # Every turn's observations block reads this: one hop on a reader thread (issue 28).
-        rows = await self.store.read(lambda connection: connection.execute(_ACTIVE, params).all())
-        return [_stored(row) for row in rows]
+        return stored_of(await self.store.read(self.active_read(person_id).work))
+
+    def active_read(self, person_id: int) -> StageRead[Sequence[Row[Any]]]:
+        """What ``active`` reads (the observations stage declares it: gateway/prompt.py)."""
+        params = {"person_id": person_id}
+        return StageRead(
+            "observations", lambda connection: connection.execute(_ACTIVE, params).all()
+        )
 
     async def all(self, person_id: int) -> list[StoredObservation]:
         async with self.store.reader() as session:
@@ -206,7 +217,12 @@ class ObservationLog:
         return [_stored(row) for row in rows]
 
     async def block(self, person_id: int, budget_tokens: int) -> str:
-        active = await self.active(person_id)
+        return await self.block_of(person_id, await self.active(person_id), budget_tokens)
+
+    async def block_of(
+        self, person_id: int, active: Sequence[StoredObservation], budget_tokens: int
+    ) -> str:
+        """``block`` from the person's active observations (``active``)."""
         zone = await self.zones.of(person_id)
         # An observation whose memory item a newer statement ended (memory/validity.py)
         # is tagged as the pack tags it, so the block never states it as current.
