@@ -6,6 +6,7 @@ and a specific one the leaves, and the nightly job rebalances."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from gateway.config import Config
 from gateway.store import Store
@@ -20,9 +22,11 @@ from gateway.store.repo import Address, resolve_address
 from memory.embed import SentenceEmbedder
 from memory.jobs.base import JobContext
 from memory.jobs.nightly import nightly
+from memory.porting.lookup import show
 from memory.service import Episode, MemoryService, PackRequest
+from memory.tree.models import TreeNode
 from memory.tree.pack import classify
-from memory.tree.service import NodeView
+from memory.tree.service import NodeView, members_of
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.slow
@@ -105,13 +109,15 @@ async def say(service: MemoryService, address: Address, day: int) -> list[int]:
 
 
 def check_whole(nodes: dict[str, NodeView], ids: set[int]) -> None:
-    """Every leaf is in a cluster, every cluster in a topic, and the root holds every item."""
+    """Every leaf is in a cluster, every cluster in a topic, and the root holds every item
+    (through its topics: it keeps no list of every item)."""
     leaves = {k for k, n in nodes.items() if n.level == 0}
     clustered = {c for n in nodes.values() if n.level == 1 for c in n.child_keys}
     assert leaves == clustered
     clusters = {k for k, n in nodes.items() if n.level == 1}
     assert clusters == {c for n in nodes.values() if n.level == 2 for c in n.child_keys}
-    assert set(nodes["root"].item_ids) == ids
+    assert set(members_of(nodes, "root")) == ids
+    assert nodes["root"].item_ids == []
     assert set(nodes["root"].child_keys) == {k for k, n in nodes.items() if n.level == 2}
 
 
@@ -143,19 +149,31 @@ async def test_versions_are_kept_and_a_correction_survives_a_rebuild(
     for day in range(8):
         await say(service, address, day)
     await service.tree.idle()
-    root = (await service.tree.nodes(address.person_id))["root"]
-    await say(service, address, 8)
+    before = dict(await service.tree.nodes(address.person_id))
+    new = await say(service, address, 8)
     await service.tree.idle()
-    history = await service.tree.versions(address.person_id, "root")
+    after = await service.tree.nodes(address.person_id)
+    # A cluster the new item joined (one that was there before: a split keeps its key).
+    key = next(
+        k for k, n in after.items() if n.level == 1 and set(new) <= set(n.item_ids) and k in before
+    )
+    history = await service.tree.versions(address.person_id, key)
     assert len(history) >= 2
     # The summary before the update is still there, word for word, with who wrote it.
-    assert history[-2]["summary"] == root.summary
-    assert history[-2]["version"] == root.version
-    # The new version records the new member.
-    assert set(history[-1]["item_ids"]) > set(root.item_ids)
+    assert history[-2]["summary"] == before[key].summary
+    assert history[-2]["version"] == before[key].version
+    # The new version records the new member, and the leaves it was made of.
+    assert set(new) <= set(history[-1]["item_ids"])
+    assert not set(new) & set(history[-2]["item_ids"])
+    assert sorted(history[-1]["child_keys"]) == sorted(after[key].child_keys)
     assert [h["version"] for h in history] == list(range(1, len(history) + 1))
     assert history[-2]["model"] == "extractive"
     assert history[-1]["reason"] == "update"
+    # The root's versions record its topics (its members), no list of every item.
+    roots = await service.tree.versions(address.person_id, "root")
+    assert sorted(roots[-1]["child_keys"]) == sorted(after["root"].child_keys)
+    assert roots[-1]["summary"] == after["root"].summary
+    assert all(h["item_ids"] == [] for h in roots)
     version = await service.tree.correct(address.person_id, "root", "Sam cooks, runs and plays.")
     await say(service, address, 9)
     await service.tree.idle()
@@ -164,6 +182,55 @@ async def test_versions_are_kept_and_a_correction_survives_a_rebuild(
     assert nodes["root"].summary == "Sam cooks, runs and plays."
     history = await service.tree.versions(address.person_id, "root")
     assert [h["reason"] for h in history if h["version"] == version] == ["correction"]
+
+
+async def test_the_root_keeps_its_topics_not_every_item(
+    service: MemoryService, address: Address, store: Store
+) -> None:
+    """An update rewrites no list of every item: the root's stored members are its topics,
+    and a root version is written only when its summary or its topics change."""
+    ids: set[int] = set()
+    for day in range(len(DAYS)):
+        ids.update(await say(service, address, day))
+        await service.tree.idle()
+    async with store.reader() as session:
+        row = await session.scalar(
+            select(TreeNode).where(TreeNode.person_id == address.person_id, TreeNode.key == "root")
+        )
+        assert row is not None
+        assert row.item_ids == []
+    nodes = await service.tree.nodes(address.person_id)
+    assert set(members_of(nodes, "root")) == ids
+    roots = await service.tree.versions(address.person_id, "root")
+    # One update a day, but a version only for a change of the summary or the topics.
+    for older, newer in itertools.pairwise(roots):
+        assert (older["summary"], sorted(older["child_keys"])) != (
+            newer["summary"],
+            sorted(newer["child_keys"]),
+        )
+    # The newest version is the summary the root shows (never overwritten silently).
+    assert roots[-1]["summary"] == nodes["root"].summary
+
+
+async def test_show_gives_an_items_paths_in_the_tree(
+    service: MemoryService, address: Address, store: Store
+) -> None:
+    ids: list[int] = []
+    for day in range(8):
+        ids.extend(await say(service, address, day))
+    await service.tree.idle()
+    nodes = await service.tree.nodes(address.person_id)
+    shown = await show(store, ids[3])
+    assert shown["tree"]
+    for path in shown["tree"]:
+        # root > topic > cluster > leaf, each a child of the one before.
+        assert [nodes[k].level for k in path] == [3, 2, 1, 0]
+        assert ids[3] in nodes[path[-1]].item_ids
+        for parent, child in itertools.pairwise(path):
+            assert child in nodes[parent].child_keys
+    # A leaf in two clusters (soft assignment) has a path through each.
+    leaf = shown["tree"][0][-1]
+    assert len(shown["tree"]) == len(nodes[leaf].parent_keys)
 
 
 def test_the_query_decides_the_level() -> None:

@@ -236,8 +236,8 @@ def build(leaves: Sequence[Leaf], cluster_max: int, topic_max: int, *, seed: int
         )
         summarise(group, [q for r in rows for q in clusters[r].quotes], 3)
         topics.append(group)
-    every = sorted({i for t in topics for i in t.item_ids})
-    root = Group("root", 3, [t.key for t in topics], every)
+    # The root's members are its topics: no list of every item (TreeNode's docstring).
+    root = Group("root", 3, [t.key for t in topics])
     summarise(root, [q for t in topics for q in t.quotes], min(5, max(2, len(topics))))
     return Built(leaves, clusters, topics, root)
 

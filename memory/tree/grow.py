@@ -329,9 +329,7 @@ def summarise(
         vectors[key] = np.sum([cluster_unit(out, old, c) for c in kids], axis=0).astype(np.float32)
         parents[key] = ["root"]
     topic_quotes = {g.key: g.quotes for g in topics}
-    topic_items = {g.key: g.item_ids for g in topics}
-    every = _root_items(out, old, topic_items)
-    root = tb.Group("root", 3, list(out.root_kids), every)
+    root = tb.Group("root", 3, list(out.root_kids))
     tb.summarise(
         root,
         [
@@ -348,28 +346,3 @@ def summarise(
         leaves.append(tb.Leaf(key, list(node.item_ids), kept, tb.unit(_vector(node)), lines=kept))
         vectors[key] = _vector(node)
     return Grown(tb.Built(leaves, clusters, topics, root), parents, vectors)
-
-
-def _root_items(
-    out: Placement, old: Mapping[str, NodeLike], topic_items: Mapping[str, list[int]]
-) -> list[int]:
-    """The root's items: the old root's and the new ones (an update only adds items, and
-    splits keep every one). At 100k items the union of every topic's ids was a tenth of
-    an update's CPU; the old list is sorted, so timsort merges it in one pass."""
-    root = old.get("root")
-    if root is None:
-        return sorted(
-            {
-                i
-                for t in out.root_kids
-                for i in (topic_items[t] if t in topic_items else old[t].item_ids)
-            }
-        )
-    # The ids a leaf gained here are new to the tree (an item is in one leaf only).
-    extra = [
-        i
-        for key, state in out.leaves.items()
-        for i in state.item_ids
-        if key not in old or i not in old[key].item_ids
-    ]
-    return sorted(root.item_ids + extra) if extra else list(root.item_ids)

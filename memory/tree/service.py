@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -155,6 +155,7 @@ class MemoryTree(UpdateQueue):
                     "version": r.version,
                     "summary": r.summary,
                     "item_ids": list(r.item_ids),
+                    "child_keys": list(r.child_keys),
                     "model": r.model,
                     "reason": r.reason,
                     "written_at": r.written_at.isoformat(),
@@ -424,16 +425,17 @@ class MemoryTree(UpdateQueue):
                 row.parent_keys = parents.get(
                     key, list(row.parent_keys or []) if not replace_all else []
                 )
-                row.child_keys = children
                 row.first_at, row.last_at = first, last
                 vector = vectors.get(key)
                 row.vector = to_blob(vector) if vector is not None else None
+                # Members are the items and the children (the root's are its topics only).
                 changed = (
                     row.summary != summary
                     or row.model != model
                     or list(row.item_ids or []) != items
+                    or sorted(row.child_keys or []) != sorted(children)
                 )
-                row.item_ids = items
+                row.item_ids, row.child_keys = items, children
                 if row.corrected:
                     # A person's correction outlives rebuilds: only the members change.
                     changed = False
@@ -449,6 +451,7 @@ class MemoryTree(UpdateQueue):
                             version=row.version,
                             summary=row.summary,
                             item_ids=items,
+                            child_keys=children,
                             model=row.model,
                             reason=reason,
                             written_at=now,
@@ -490,6 +493,7 @@ class MemoryTree(UpdateQueue):
                     version=row.version,
                     summary=summary,
                     item_ids=list(row.item_ids),
+                    child_keys=list(row.child_keys),
                     model="person",
                     reason="correction",
                     written_at=now,
@@ -524,6 +528,15 @@ def _specs(built: tb.Built) -> list[Spec]:
             )
         )
     return specs
+
+
+def members_of(nodes: Mapping[str, NodeView], key: str) -> list[int]:
+    """The item ids under a node: its own list, or for the root (which keeps only its
+    topics) the union of its topics' lists."""
+    node = nodes[key]
+    if node.level < 3:
+        return node.item_ids
+    return sorted({i for k in node.child_keys if k in nodes for i in nodes[k].item_ids})
 
 
 def _speakers(nodes: dict[str, NodeView], groups: Sequence[NodeView]) -> None:

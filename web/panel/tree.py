@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.tree.service import MemoryTree, NodeView
+from memory.tree.service import MemoryTree, NodeView, members_of
 from web.panel.people import named_people
 from web.panel.render import bad_request, gateway_of, json_body, not_found, query_int, render
 
@@ -35,7 +35,7 @@ def _node(
         "summary": node.summary,
         "model": node.model,
         "version": node.version,
-        "members": node.item_ids,
+        "members": members_of(nodes, node.key),
         "first": node.first_at.date().isoformat() if node.first_at else "",
         "last": node.last_at.date().isoformat() if node.last_at else "",
         "children": [_node(nodes[k], nodes, hits, path) for k in node.child_keys if k in nodes],
