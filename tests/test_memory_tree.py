@@ -240,6 +240,11 @@ def test_the_query_decides_the_level() -> None:
     assert classify("Sam?", names).name == "broad"
     assert classify("When did Sam run the half marathon in October?", names).name == "specific"
     assert classify("What kinds of food does Sam cook?", names).name == "thematic"
+    assert classify("What types of music does Caroline listen to?", names).name == "thematic"
+    assert classify("What hobbies does Sam have?", names).name == "thematic"
+    # The singular asks the kind of one thing: a specific question, the flat pack.
+    assert classify("What kind of cake did Sam bake for the party?", names).name == "specific"
+    assert classify("What sort of car does Caroline drive?", names).name == "specific"
     # A broad cue with a flat similarity spread is broad even with more content words.
     flat = [0.41, 0.40, 0.40, 0.39, 0.39]
     assert classify("What is Sam up to with cooking, running and music?", names, flat).name == (
