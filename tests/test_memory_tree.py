@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sqlalchemy import select
 
 from gateway.config import Config
@@ -24,6 +25,7 @@ from memory.jobs.base import JobContext
 from memory.jobs.nightly import nightly
 from memory.porting.lookup import show
 from memory.service import Episode, MemoryService, PackRequest
+from memory.tree import build as tb
 from memory.tree.models import TreeNode
 from memory.tree.pack import classify
 from memory.tree.service import NodeView, members_of
@@ -231,6 +233,16 @@ async def test_show_gives_an_items_paths_in_the_tree(
     # A leaf in two clusters (soft assignment) has a path through each.
     leaf = shown["tree"][0][-1]
     assert len(shown["tree"]) == len(nodes[leaf].parent_keys)
+
+
+def test_the_summaries_word_analysis_is_tfidfs_own() -> None:
+    """``build._words`` (a callable, to skip sklearn's stop-word check at every fit) gives
+    the very matrix of ``stop_words="english"``."""
+    texts = [*DAYS, "It's the THE and of", "Über-fast café runs, 10km!"]
+    ours = TfidfVectorizer(analyzer=tb._words).fit_transform(texts)
+    theirs = TfidfVectorizer(stop_words="english").fit_transform(texts)
+    assert ours.shape == theirs.shape
+    assert abs(ours - theirs).max() < 1e-12
 
 
 def test_the_query_decides_the_level() -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from gateway.clock import local_day
 from gateway.config import MemoryConfig
@@ -41,7 +41,7 @@ from memory.embed import from_blob, to_blob
 from memory.models import MemoryItem
 from memory.repo.vectors import stored_vectors
 from memory.tree import build as tb
-from memory.tree import grow
+from memory.tree import grow, rows
 from memory.tree.models import TreeNode, TreeNodeVersion
 from memory.tree.queue import UpdateQueue
 from memory.types import ItemStatus, ItemType
@@ -85,7 +85,9 @@ def _quote(raw: Sequence[Any]) -> tb.Quote:
     )
 
 
-def _view(row: TreeNode) -> NodeView:
+def _view(row: Any) -> NodeView:
+    """A node from its stored columns (a Core row of ``memory_tree_nodes``, or a
+    ``rows.Written``)."""
     quotes = [_quote(q) for q in row.quotes]
     return NodeView(
         row.key,
@@ -132,11 +134,10 @@ class MemoryTree(UpdateQueue):
         cached = self._cache.get(person_id)
         if cached is not None:
             return cached
-        async with self.store.reader() as session:
-            rows = (
-                await session.scalars(select(TreeNode).where(TreeNode.person_id == person_id))
-            ).all()
-            found = {row.key: _view(row) for row in rows}
+        found = {
+            row.key: _view(row)
+            for row in await self.store.read(lambda c: rows.read_nodes(c, person_id))
+        }
         _speakers(found, list(found.values()))
         self._cache[person_id] = found
         return found
@@ -254,18 +255,17 @@ class MemoryTree(UpdateQueue):
                 return await self._save(person_id, built, "build", replace_all=True)
             if not pending:
                 return 0
-            rows = await self._rows(person_id, pending)
-            found = await stored_vectors(self.store, [int(r[0]) for r in rows])
+            # The queued items with their vectors, in one read.
+            queued = await self._rows(person_id, pending, with_vectors=True)
             zone = await self.zones.of(person_id)
             items = [
                 grow.NewItem(
                     self._leaf_key(kind, int(item_id), said, speaker, conversation, zone),
                     int(item_id),
-                    found[item_id][0],
+                    from_blob(vector),
                     speaker or "",
                 )
-                for item_id, kind, _, speaker, said, conversation in rows
-                if item_id in found
+                for item_id, kind, _, speaker, said, conversation, vector in queued
             ]
             if not items:
                 return 0
@@ -294,33 +294,26 @@ class MemoryTree(UpdateQueue):
             )
 
     async def _rows(
-        self, person_id: int, ids: Sequence[int], *, active_only: bool = True
+        self,
+        person_id: int,
+        ids: Sequence[int],
+        *,
+        active_only: bool = True,
+        with_vectors: bool = False,
     ) -> list[Any]:
-        """The leaves' columns of these items (of this person), in date order."""
-        kinds = [MemoryItem.type != ItemType.EPISODE]
-        out: list[Any] = []
-        async with self.store.reader() as session:
-            for start in range(0, len(ids), 5000):
-                out.extend(
-                    (
-                        await session.execute(
-                            select(
-                                MemoryItem.id,
-                                MemoryItem.type,
-                                MemoryItem.content,
-                                MemoryItem.speaker,
-                                MemoryItem.occurred_at,
-                                MemoryItem.conversation_id,
-                            ).where(
-                                MemoryItem.person_id == person_id,
-                                MemoryItem.id.in_(list(ids[start : start + 5000])),
-                                *((MemoryItem.status == ItemStatus.ACTIVE,) if active_only else ()),
-                                *(() if self.config.tree_episode_notes else kinds),
-                            )
-                        )
-                    ).all()
-                )
-        return sorted(out, key=lambda r: (_aware(r[4]), r[0]))
+        """The leaves' columns of these items (of this person), in date order; with
+        ``with_vectors`` the embedded ones only, each with its stored vector last."""
+        found = await self.store.read(
+            lambda c: rows.read_items(
+                c,
+                person_id,
+                ids,
+                active_only=active_only,
+                episodes=self.config.tree_episode_notes,
+                with_vectors=with_vectors,
+            )
+        )
+        return sorted(found, key=lambda r: (_aware(r[4]), r[0]))
 
     @staticmethod
     def _leaf_key(
@@ -373,7 +366,6 @@ class MemoryTree(UpdateQueue):
             vectors = await asyncio.to_thread(built.vectors)
         # A leaf's line is a TF-IDF pick: a rebuild makes one per leaf, in a worker thread.
         specs = await asyncio.to_thread(_specs, built)
-        written = 0
         # The utility model writes abstractive summaries in the nightly rebuild only, and
         # only for nodes whose members' quotes changed (the cost is bounded by what
         # changed, and the reply's path never waits on a model): between rebuilds, a
@@ -396,74 +388,30 @@ class MemoryTree(UpdateQueue):
                 abstract = await self._abstract(quotes)
                 if abstract is not None:
                     abstracts[key] = abstract
-        keys = [spec[0] for spec in specs]
-        views: dict[str, NodeView] = {}
-        async with self.store.session() as session:
-            query = select(TreeNode).where(TreeNode.person_id == person_id)
-            existing = {
-                row.key: row
-                for row in (
-                    await session.scalars(
-                        query if replace_all else query.where(TreeNode.key.in_(keys))
-                    )
-                ).all()
-            }
-            for key, level, children, items, quotes, first, last in specs:
+        writes = [
+            rows.NodeWrite(
+                key,
+                level,
+                children,
+                items,
                 # The quotes are kept as the summary's basis either way; the pack quotes
                 # them only from an extractive node (an abstractive one credits nothing).
-                stored_quotes = [q.as_list() for q in quotes]
-                summary, model = abstracts.get(
-                    key, ("\n".join(q.render() for q in quotes), EXTRACTIVE)
-                )
-                row = existing.pop(key, None)
-                if row is None:
-                    row = TreeNode(
-                        person_id=person_id, key=key, level=level, version=0, corrected=False
-                    )
-                    session.add(row)
-                row.level = level
-                row.parent_keys = parents.get(
-                    key, list(row.parent_keys or []) if not replace_all else []
-                )
-                row.first_at, row.last_at = first, last
-                vector = vectors.get(key)
-                row.vector = to_blob(vector) if vector is not None else None
-                # Members are the items and the children (the root's are its topics only).
-                changed = (
-                    row.summary != summary
-                    or row.model != model
-                    or list(row.item_ids or []) != items
-                    or sorted(row.child_keys or []) != sorted(children)
-                )
-                row.item_ids, row.child_keys = items, children
-                if row.corrected:
-                    # A person's correction outlives rebuilds: only the members change.
-                    changed = False
-                elif changed:
-                    row.summary, row.model, row.quotes = summary, model, stored_quotes
-                if changed or row.version == 0:
-                    row.version += 1
-                    row.updated_at = now
-                    session.add(
-                        TreeNodeVersion(
-                            person_id=person_id,
-                            key=key,
-                            version=row.version,
-                            summary=row.summary,
-                            item_ids=items,
-                            child_keys=children,
-                            model=row.model,
-                            reason=reason,
-                            written_at=now,
-                        )
-                    )
-                    written += 1
-                views[key] = _view(row)
-            if replace_all and existing:
-                # Gone from the tree (their versions stay, for the record).
-                await session.execute(
-                    delete(TreeNode).where(TreeNode.id.in_([r.id for r in existing.values()]))
-                )
+                [q.as_list() for q in quotes],
+                *abstracts.get(key, ("\n".join(q.render() for q in quotes), EXTRACTIVE)),
+                first,
+                last,
+                to_blob(vectors[key]) if key in vectors else None,
+                parents.get(key),
+            )
+            for key, level, children, items, quotes, first, last in specs
+        ]
+        # Plain statements in the writer thread, one transaction (memory/tree/rows.py).
+        written, stored = await self.store.write(
+            lambda c: rows.write_nodes(
+                c, person_id, writes, reason=reason, replace_all=replace_all, now=now
+            )
+        )
+        views = {row.key: _view(row) for row in stored}
         cached = self._cache.get(person_id)
         if replace_all or cached is None:
             self._cache.pop(person_id, None)
@@ -471,7 +419,7 @@ class MemoryTree(UpdateQueue):
             # The cached tree takes the written nodes in place: the next pack does not
             # read the whole tree again after every update.
             cached.update(views)
-            _speakers(cached, [views[k] for k in keys if views[k].level > 0])
+            _speakers(cached, [v for v in views.values() if v.level > 0])
         return written
 
     async def correct(self, person_id: int, key: str, summary: str) -> int:
