@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sqlalchemy import select
+from sqlalchemy.engine import Connection
 
 from gateway.config import Config
 from gateway.store import Store
@@ -26,6 +27,7 @@ from memory.jobs.nightly import nightly
 from memory.porting.lookup import show
 from memory.service import Episode, MemoryService, PackRequest
 from memory.tree import build as tb
+from memory.tree import rows
 from memory.tree.models import TreeNode
 from memory.tree.pack import classify
 from memory.tree.service import NodeView, members_of
@@ -233,6 +235,30 @@ async def test_show_gives_an_items_paths_in_the_tree(
     # A leaf in two clusters (soft assignment) has a path through each.
     leaf = shown["tree"][0][-1]
     assert len(shown["tree"]) == len(nodes[leaf].parent_keys)
+
+
+async def test_the_versions_of_every_group_are_one_read(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The panel's page shows the versions of every node above the leaves: one read for
+    all of them, the same as one node at a time."""
+    for day in range(10):
+        await say(service, address, day)
+        await service.tree.idle()
+    nodes = await service.tree.nodes(address.person_id)
+    groups = [k for k, n in nodes.items() if n.level > 0]
+    one_by_one = {k: await service.tree.versions(address.person_id, k) for k in groups}
+    reads: list[int] = []
+    real = rows.read_versions
+
+    def counted(connection: Connection, person_id: int, keys: Sequence[str]) -> list[object]:
+        reads.append(len(keys))
+        return real(connection, person_id, keys)
+
+    monkeypatch.setattr(rows, "read_versions", counted)
+    assert await service.tree.versions_of(address.person_id, groups) == one_by_one
+    assert reads == [len(groups)]
+    assert all(one_by_one[k] for k in groups)
 
 
 def test_the_summaries_word_analysis_is_tfidfs_own() -> None:

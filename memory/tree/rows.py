@@ -34,6 +34,21 @@ def read_nodes(connection: Connection, person_id: int) -> list[Any]:
     return list(connection.execute(select(NODES).where(NODES.c.person_id == person_id)).all())
 
 
+def read_versions(connection: Connection, person_id: int, keys: Sequence[str]) -> list[Any]:
+    """These nodes' versions, by key and version."""
+    out: list[Any] = []
+    for start in range(0, len(keys), CHUNK):
+        part = list(keys[start : start + CHUNK])
+        out.extend(
+            connection.execute(
+                select(VERSIONS)
+                .where(VERSIONS.c.person_id == person_id, VERSIONS.c.key.in_(part))
+                .order_by(VERSIONS.c.key, VERSIONS.c.version)
+            )
+        )
+    return out
+
+
 def read_items(
     connection: Connection,
     person_id: int,

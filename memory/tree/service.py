@@ -143,15 +143,17 @@ class MemoryTree(UpdateQueue):
         return found
 
     async def versions(self, person_id: int, key: str) -> list[dict[str, Any]]:
-        async with self.store.reader() as session:
-            rows = (
-                await session.scalars(
-                    select(TreeNodeVersion)
-                    .where(TreeNodeVersion.person_id == person_id, TreeNodeVersion.key == key)
-                    .order_by(TreeNodeVersion.version)
-                )
-            ).all()
-            return [
+        """A node's versions, oldest first."""
+        return (await self.versions_of(person_id, [key])).get(key, [])
+
+    async def versions_of(
+        self, person_id: int, keys: Sequence[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """These nodes' versions, oldest first, in one read (the panel's page shows every
+        node above the leaves: one query each was 281 at 100k items)."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for r in await self.store.read(lambda c: rows.read_versions(c, person_id, keys)):
+            found.setdefault(r.key, []).append(
                 {
                     "version": r.version,
                     "summary": r.summary,
@@ -159,10 +161,10 @@ class MemoryTree(UpdateQueue):
                     "child_keys": list(r.child_keys),
                     "model": r.model,
                     "reason": r.reason,
-                    "written_at": r.written_at.isoformat(),
+                    "written_at": _aware(r.written_at).isoformat(),
                 }
-                for r in rows
-            ]
+            )
+        return found
 
     # -- the leaves ----------------------------------------------------------------
 

@@ -65,9 +65,9 @@ async def tree_data(request: web.Request) -> dict[str, Any]:
             data["q"] = request.query.get("q", "").strip()
             data["hits"] = len(hits)
             data["root"] = _node(nodes["root"], nodes, hits, path)
-            data["versions"] = {
-                k: await tree.versions(person, k) for k, n in nodes.items() if n.level > 0
-            }
+            data["versions"] = await tree.versions_of(
+                person, [k for k, n in nodes.items() if n.level > 0]
+            )
             key = request.query.get("diff", "")
             if key in data["versions"]:
                 data["diff"] = version_diff(
