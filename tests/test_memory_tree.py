@@ -28,6 +28,7 @@ from memory.porting.lookup import show
 from memory.service import Episode, MemoryService, PackRequest
 from memory.tree import build as tb
 from memory.tree import rows
+from memory.tree import service as tree_service
 from memory.tree.models import TreeNode
 from memory.tree.pack import classify
 from memory.tree.service import NodeView, members_of
@@ -319,6 +320,26 @@ async def test_the_nightly_job_rebalances_the_tree(
     counts = await nightly(ctx)
     assert counts["tree_rebalanced"] == 1
     assert "root" in await service.tree.nodes(address.person_id)
+
+
+async def test_a_large_person_without_a_tree_is_built_at_night(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree turned on over a store that holds a large person: an update does not
+    build their whole tree (a minute of CPU at 100k items); the nightly rebuild does,
+    and the updates after it are incremental."""
+    monkeypatch.setattr(tree_service, "FIRST_BUILD_MAX_ITEMS", 4)
+    ids: set[int] = set()
+    for day in range(6):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    assert await service.tree.nodes(address.person_id) == {}
+    counts = await nightly(JobContext(service, START + timedelta(days=7)))
+    assert counts["tree_rebalanced"] == 1
+    check_whole(await service.tree.nodes(address.person_id), ids)
+    ids.update(await say(service, address, 6))
+    await service.tree.idle()
+    check_whole(await service.tree.nodes(address.person_id), ids)
 
 
 async def test_an_update_reads_only_the_new_items_and_the_touched_branch(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from memory.models import MemoryItem
@@ -32,6 +32,19 @@ CHUNK = 5000
 def read_nodes(connection: Connection, person_id: int) -> list[Any]:
     """The person's nodes, every column."""
     return list(connection.execute(select(NODES).where(NODES.c.person_id == person_id)).all())
+
+
+def count_items(connection: Connection, person_id: int, *, episodes: bool) -> int:
+    """How many of the person's items a full build would read (active, embedded)."""
+    where = [
+        _ITEMS.c.person_id == person_id,
+        _ITEMS.c.status == ItemStatus.ACTIVE,
+        _ITEMS.c.embedding.is_not(None),
+    ]
+    if not episodes:
+        where.append(_ITEMS.c.type != ItemType.EPISODE)
+    query = select(func.count()).select_from(_ITEMS).where(*where)
+    return int(connection.execute(query).scalar_one())
 
 
 def read_versions(connection: Connection, person_id: int, keys: Sequence[str]) -> list[Any]:

@@ -50,6 +50,9 @@ from memory.utility import UtilityModel
 log = logging.getLogger(__name__)
 
 EXTRACTIVE = "extractive"
+# A person with no tree and more items than this is built by the nightly rebuild, not by
+# an update (``MemoryTree._build_waits_for_the_night``).
+FIRST_BUILD_MAX_ITEMS = 5000
 _ABSTRACT = (
     "Summarise these dated memories of one person in at most three short sentences. "
     "Say only what they state."
@@ -123,6 +126,8 @@ class MemoryTree(UpdateQueue):
         self._utility = utility
         self._cache: dict[int, dict[str, NodeView]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        # People whose first build waits for the nightly rebuild (logged once each).
+        self._deferred: set[int] = set()
         UpdateQueue.__init__(self)
         # Whether the pack uses the tree (a bench measures the flat pack beside it).
         self.packing = True
@@ -249,6 +254,8 @@ class MemoryTree(UpdateQueue):
             if not any(n.level == 1 for n in old.values()) or any(
                 n.vector is None for n in old.values() if n.level < 3
             ):
+                if await self._build_waits_for_the_night(person_id):
+                    return 0
                 leaves = await self.leaves(person_id)
                 built = await asyncio.to_thread(
                     tb.build, leaves, self.config.tree_cluster_max, self.config.tree_topic_max
@@ -294,6 +301,25 @@ class MemoryTree(UpdateQueue):
                 parents=grown.parents,
                 vectors=grown.vectors,
             )
+
+    async def _build_waits_for_the_night(self, person_id: int) -> bool:
+        """Whether a person with no tree has too many items to build one now: the tree
+        just turned on over a store that has them (at 100k items a build is about a
+        minute of a worker thread). The nightly rebuild builds it, when it costs no
+        reply anything; their queued ids are dropped (the rebuild reads every item)."""
+        count = await self.store.read(
+            lambda c: rows.count_items(c, person_id, episodes=self.config.tree_episode_notes)
+        )
+        if count <= FIRST_BUILD_MAX_ITEMS:
+            return False
+        if person_id not in self._deferred:
+            self._deferred.add(person_id)
+            log.info(
+                "tree: person %d has %d items and no tree yet; the nightly job builds it",
+                person_id,
+                count,
+            )
+        return True
 
     async def _rows(
         self,
