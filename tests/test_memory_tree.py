@@ -400,6 +400,57 @@ async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
     assert set(read) == set(note.item_ids) == set(new) | set(later)
 
 
+async def test_a_grown_note_whose_lines_stay_is_ranked_once(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later turn the same day that is not one of the note's best lines (under 8
+    words) changes no summary above it: the update ranks the note's sentences once and
+    keeps its cluster's, topic's and root's quotes, which are what ranking them again
+    would give."""
+    ids: set[int] = set()
+    for day in range(8):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    before = dict(await service.tree.nodes(address.person_id))
+    calls: list[int] = []
+    real = tb.central
+
+    def counted(quotes: Sequence[tb.Quote], k: int, *, per_item: int = 1) -> list[tb.Quote]:
+        calls.append(k)
+        return real(quotes, k, per_item=per_item)
+
+    monkeypatch.setattr(tb, "central", counted)
+    ids.update(
+        await service.ingest(
+            [
+                Episode(
+                    person_id=address.person_id,
+                    text="Nice.",
+                    at=START + timedelta(days=7, hours=1),
+                    role="user",
+                    speaker="Sam",
+                    conversation_id=address.conversation_id,
+                )
+            ]
+        )
+    )
+    await service.tree.idle()
+    assert calls == [tb.LEAF_LINES]
+    after = await service.tree.nodes(address.person_id)
+    check_whole(after, ids)
+    assert {k: n.summary for k, n in after.items() if n.level > 0} == {
+        k: n.summary for k, n in before.items() if n.level > 0
+    }
+    # Each kept summary is what ranking its children's lines again gives.
+    for node in after.values():
+        if node.level in (1, 2):
+            below = [q for c in node.child_keys for q in after[c].quotes]
+            assert node.quotes == real(below, 3)
+    root = after["root"]
+    below = [q for t in root.child_keys for q in after[t].quotes]
+    assert root.quotes == real(below, min(5, max(2, len(root.child_keys))))
+
+
 async def test_a_burst_of_turns_is_one_update(service: MemoryService, address: Address) -> None:
     tree = service.tree
     tree.config = replace(tree.config, tree_update_window_s=3600.0, tree_update_max_pending=100)

@@ -24,6 +24,8 @@ from sklearn.decomposition import PCA
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from sklearn.mixture import GaussianMixture
 
+# The model of a summary chosen among the members' own sentences (no model wrote it).
+EXTRACTIVE = "extractive"
 SOFT_SHARE = 0.3
 MIN_QUOTE_WORDS = 8
 # Components tried per clustering (BIC picks among them).

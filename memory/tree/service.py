@@ -49,7 +49,7 @@ from memory.utility import UtilityModel
 
 log = logging.getLogger(__name__)
 
-EXTRACTIVE = "extractive"
+EXTRACTIVE = tb.EXTRACTIVE
 # A person with no tree and more items than this is built by the nightly rebuild, not by
 # an update (``MemoryTree._build_waits_for_the_night``).
 FIRST_BUILD_MAX_ITEMS = 5000
