@@ -31,7 +31,8 @@ from memory.tree import rows
 from memory.tree import service as tree_service
 from memory.tree.models import TreeNode
 from memory.tree.pack import classify
-from memory.tree.service import NodeView, members_of
+from memory.tree.service import members_of
+from memory.tree.view import NodeView
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.slow
@@ -98,13 +99,16 @@ async def service(
     await started.aclose()
 
 
-async def say(service: MemoryService, address: Address, day: int) -> list[int]:
+async def say(
+    service: MemoryService, address: Address, day: int, text: str = "", hours: int = 0
+) -> list[int]:
+    """Sam's line of ``day`` (or ``text``, ``hours`` later that day)."""
     return await service.ingest(
         [
             Episode(
                 person_id=address.person_id,
-                text=DAYS[day],
-                at=START + timedelta(days=day),
+                text=text or DAYS[day],
+                at=START + timedelta(days=day, hours=hours),
                 role="user",
                 speaker="Sam",
                 conversation_id=address.conversation_id,
@@ -382,17 +386,12 @@ async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
     assert all(after[k].version == before[k].version for k in untouched if k in after)
     # A note that grows (a later turn the same day) is ranked again from its own items.
     read.clear()
-    later = await service.ingest(
-        [
-            Episode(
-                person_id=address.person_id,
-                text="Later that evening I sketched the slides for the roadmap review.",
-                at=START + timedelta(days=12, hours=2),
-                role="user",
-                speaker="Sam",
-                conversation_id=address.conversation_id,
-            )
-        ]
+    later = await say(
+        service,
+        address,
+        12,
+        "Later that evening I sketched the slides for the roadmap review.",
+        hours=2,
     )
     await tree.idle()
     grown = await tree.nodes(address.person_id)
@@ -420,20 +419,7 @@ async def test_a_grown_note_whose_lines_stay_is_ranked_once(
         return real(quotes, k, per_item=per_item)
 
     monkeypatch.setattr(tb, "central", counted)
-    ids.update(
-        await service.ingest(
-            [
-                Episode(
-                    person_id=address.person_id,
-                    text="Nice.",
-                    at=START + timedelta(days=7, hours=1),
-                    role="user",
-                    speaker="Sam",
-                    conversation_id=address.conversation_id,
-                )
-            ]
-        )
-    )
+    ids.update(await say(service, address, 7, "Nice.", hours=1))
     await service.tree.idle()
     assert calls == [tb.LEAF_LINES]
     after = await service.tree.nodes(address.person_id)

@@ -33,7 +33,7 @@ from memory.tree import build as tb
 
 
 class NodeLike(Protocol):
-    """What ``place`` reads of a stored node (``service.NodeView`` has these)."""
+    """What ``place`` reads of a stored node (``view.NodeView`` has these)."""
 
     key: str
     level: int

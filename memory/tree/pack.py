@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from memory.tree.build import Quote
-from memory.tree.service import EXTRACTIVE, NodeView
+from memory.tree.build import EXTRACTIVE, Quote
+from memory.tree.view import NodeView
 
 FLAT_SPREAD = 0.05
 # A thematic pack: this many clusters, within this share of the budget.

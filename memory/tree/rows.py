@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from memory.models import MemoryItem
 from memory.tree.models import TreeNode, TreeNodeVersion
+from memory.tree.view import NodeView, node_view
 from memory.types import ItemStatus, ItemType
 
 NODES = cast(Table, TreeNode.__table__)
@@ -116,24 +117,6 @@ class NodeWrite:
     parents: list[str] | None
 
 
-@dataclass(frozen=True)
-class Written:
-    """A node's row as it stands after the write (what the cached tree takes)."""
-
-    key: str
-    level: int
-    summary: str
-    item_ids: list[int]
-    child_keys: list[str]
-    parent_keys: list[str]
-    quotes: list[Any]
-    model: str
-    version: int
-    first_at: datetime | None
-    last_at: datetime | None
-    vector: bytes | None
-
-
 _KEPT = (
     NODES.c.id,
     NODES.c.key,
@@ -157,7 +140,7 @@ def write_nodes(
     reason: str,
     replace_all: bool,
     now: datetime,
-) -> tuple[int, list[Written]]:
+) -> tuple[int, list[NodeView]]:
     """Write ``nodes`` over the stored ones (with ``replace_all`` the stored nodes not
     among them are deleted; their versions stay) and a version for each node whose
     summary, model or members changed: nothing is overwritten silently. A summary a
@@ -177,7 +160,7 @@ def write_nodes(
     updates: list[dict[str, Any]] = []
     inserts: list[dict[str, Any]] = []
     versions: list[dict[str, Any]] = []
-    written: list[Written] = []
+    written: list[NodeView] = []
     for node in nodes:
         row = existing.pop(node.key, None)
         if node.parents is not None:
@@ -234,7 +217,7 @@ def write_nodes(
         else:
             updates.append({"node_id": row.id, **values})
         written.append(
-            Written(
+            node_view(
                 node.key,
                 node.level,
                 summary,

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -44,6 +43,7 @@ from memory.tree import build as tb
 from memory.tree import grow, rows
 from memory.tree.models import TreeNode, TreeNodeVersion
 from memory.tree.queue import UpdateQueue
+from memory.tree.view import NodeView, aware, view_of
 from memory.types import ItemStatus, ItemType
 from memory.utility import UtilityModel
 
@@ -57,56 +57,6 @@ _ABSTRACT = (
     "Summarise these dated memories of one person in at most three short sentences. "
     "Say only what they state."
 )
-
-
-@dataclass
-class NodeView:
-    """A stored node as the pack and the panel read it."""
-
-    key: str
-    level: int
-    summary: str
-    item_ids: list[int]
-    child_keys: list[str]
-    parent_keys: list[str]
-    quotes: list[tb.Quote]
-    model: str
-    version: int
-    first_at: datetime | None
-    last_at: datetime | None
-    speakers: set[str] = field(default_factory=set)
-    vector: NDArray[np.float32] | None = None  # see TreeNode.vector
-
-
-def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def _quote(raw: Sequence[Any]) -> tb.Quote:
-    return tb.Quote(
-        _aware(datetime.fromisoformat(str(raw[0]))), str(raw[1]), str(raw[2]), int(raw[3])
-    )
-
-
-def _view(row: Any) -> NodeView:
-    """A node from its stored columns (a Core row of ``memory_tree_nodes``, or a
-    ``rows.Written``)."""
-    quotes = [_quote(q) for q in row.quotes]
-    return NodeView(
-        row.key,
-        row.level,
-        row.summary,
-        list(row.item_ids),
-        list(row.child_keys),
-        list(row.parent_keys),
-        quotes,
-        row.model,
-        row.version,
-        row.first_at,
-        row.last_at,
-        {q.speaker for q in quotes},
-        from_blob(row.vector) if row.vector is not None else None,
-    )
 
 
 class MemoryTree(UpdateQueue):
@@ -140,7 +90,7 @@ class MemoryTree(UpdateQueue):
         if cached is not None:
             return cached
         found = {
-            row.key: _view(row)
+            row.key: view_of(row)
             for row in await self.store.read(lambda c: rows.read_nodes(c, person_id))
         }
         _speakers(found, list(found.values()))
@@ -166,7 +116,7 @@ class MemoryTree(UpdateQueue):
                     "child_keys": list(r.child_keys),
                     "model": r.model,
                     "reason": r.reason,
-                    "written_at": _aware(r.written_at).isoformat(),
+                    "written_at": aware(r.written_at).isoformat(),
                 }
             )
         return found
@@ -209,7 +159,7 @@ class MemoryTree(UpdateQueue):
         for item_id, kind, content, speaker, said, conversation in rows:
             if item_id not in found:
                 continue
-            at = _aware(said)
+            at = aware(said)
             quotes = tb.quotes_of(int(item_id), content, at, speaker or "")
             if kind != ItemType.EPISODE:
                 raw = found[item_id][0]
@@ -287,7 +237,7 @@ class MemoryTree(UpdateQueue):
                 self.config.tree_soft_margin,
             )
             texts = {
-                int(item_id): (content, _aware(said), speaker or "")
+                int(item_id): (content, aware(said), speaker or "")
                 for item_id, _, content, speaker, said, _ in await self._rows(
                     person_id, placed.read_ids(old), active_only=False
                 )
@@ -341,7 +291,7 @@ class MemoryTree(UpdateQueue):
                 with_vectors=with_vectors,
             )
         )
-        return sorted(found, key=lambda r: (_aware(r[4]), r[0]))
+        return sorted(found, key=lambda r: (aware(r[4]), r[0]))
 
     @staticmethod
     def _leaf_key(
@@ -355,7 +305,7 @@ class MemoryTree(UpdateQueue):
         if kind != ItemType.EPISODE:
             return f"item:{item_id}"
         return (
-            f"note:{conversation or 0}:{local_day(_aware(said), zone).isoformat()}:{speaker or ''}"
+            f"note:{conversation or 0}:{local_day(aware(said), zone).isoformat()}:{speaker or ''}"
         )
 
     async def _abstract(self, quotes: Sequence[tb.Quote]) -> tuple[str, str] | None:
@@ -439,7 +389,7 @@ class MemoryTree(UpdateQueue):
                 c, person_id, writes, reason=reason, replace_all=replace_all, now=now
             )
         )
-        views = {row.key: _view(row) for row in stored}
+        views = {view.key: view for view in stored}
         cached = self._cache.get(person_id)
         if replace_all or cached is None:
             self._cache.pop(person_id, None)

@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.tree.service import MemoryTree, NodeView, members_of
+from memory.tree.service import MemoryTree, members_of
+from memory.tree.view import NodeView
 from web.panel.people import named_people
 from web.panel.render import bad_request, gateway_of, json_body, not_found, query_int, render
 
