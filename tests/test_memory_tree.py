@@ -21,10 +21,12 @@ from sqlalchemy.engine import Connection
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
+from memory import repo
 from memory.embed import SentenceEmbedder
 from memory.jobs.base import JobContext
 from memory.jobs.nightly import nightly
 from memory.porting.lookup import show
+from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
 from memory.tree import build as tb
 from memory.tree import rows
@@ -33,6 +35,7 @@ from memory.tree.models import TreeNode
 from memory.tree.pack import classify
 from memory.tree.service import members_of
 from memory.tree.view import NodeView
+from memory.types import ItemStatus, ItemType
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.slow
@@ -324,6 +327,32 @@ async def test_the_nightly_job_rebalances_the_tree(
     counts = await nightly(ctx)
     assert counts["tree_rebalanced"] == 1
     assert "root" in await service.tree.nodes(address.person_id)
+
+
+async def test_an_update_reads_only_the_persons_current_items(
+    service: MemoryService, address: Address, store: Store
+) -> None:
+    """The items are looked up by id alone (with the person in the WHERE clause SQLite
+    read every item of the person); another person's, a retired one and, for the
+    vectors' read, an unembedded one are still left out."""
+    mine = await say(service, address, 0) + await say(service, address, 1)
+    other = await resolve_address(store, "webchat", "session-b", display_name="Ada")
+    theirs = await say(service, other, 2)
+    await service.retire(mine[1], ItemStatus.FORGOTTEN)
+    unembedded = await repo.insert_items(
+        store, [NewItem(address.person_id, ItemType.EPISODE, "No vector here.", START)]
+    )
+    ids = [*mine, *theirs, *unembedded]
+    tree = service.tree
+    assert [r[0] for r in await tree._rows(address.person_id, ids)] == [
+        mine[0],
+        *unembedded,
+    ]
+    with_vectors = await tree._rows(address.person_id, ids, with_vectors=True)
+    assert [r[0] for r in with_vectors] == [mine[0]]
+    assert all(len(r) == 7 and r[6] is not None for r in with_vectors)
+    every = await tree._rows(address.person_id, ids, active_only=False)
+    assert {r[0] for r in every} == {*mine, *unembedded}
 
 
 async def test_a_large_person_without_a_tree_is_built_at_night(

@@ -18,7 +18,12 @@ class TreeNode(Base):
     items): a list of every item id, rewritten at every update, was half its cost."""
 
     __tablename__ = "memory_tree_nodes"
-    __table_args__ = (Index("ix_memory_tree_nodes_person_level", "person_id", "level"),)
+    __table_args__ = (
+        Index("ix_memory_tree_nodes_person_level", "person_id", "level"),
+        # An update reads and writes its few nodes by key (migration 0035): without it
+        # SQLite read every node of the person, item lists and all.
+        Index("ix_memory_tree_nodes_person_key", "person_id", "key"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     person_id: Mapped[int] = mapped_column(
