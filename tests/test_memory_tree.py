@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -21,6 +22,7 @@ from sqlalchemy.engine import Connection
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
+from memory import recall as recall_module
 from memory import repo
 from memory.embed import SentenceEmbedder
 from memory.jobs.base import JobContext
@@ -299,22 +301,40 @@ def test_the_query_decides_the_level() -> None:
 
 
 async def test_a_broad_question_packs_topics_and_a_specific_one_leaves(
-    service: MemoryService, address: Address
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for day in range(len(DAYS)):
+    at = START + timedelta(days=30)
+    # No tree yet (a person's first minutes): the broad question gets the flat pack.
+    await say(service, address, 0)
+    selected: list[str] = []
+    real = recall_module.select
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        selected.append(kwargs["query"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recall_module, "select", counted)
+    early = await service.build_pack(PackRequest(address.person_id, "What has Sam been up to?", at))
+    assert DAYS[0] in early.text
+    assert selected == ["What has Sam been up to?"]
+    for day in range(1, len(DAYS)):
         await say(service, address, day)
     await service.tree.idle()
-    at = START + timedelta(days=30)
+    selected.clear()
     broad = await service.build_pack(PackRequest(address.person_id, "What has Sam been up to?", at))
     assert "[topic " in broad.text
     # One line per day (leaf) within the budget: each theme is there.
     for words in ("sourdough", "kilometres", "guitar", "roadmap"):
         assert words in broad.text
+    # The tree's pack replaces the flat one whole: no candidate is scored for it.
+    assert selected == []
+    assert set(broad.kept) <= set(members_of(await service.tree.nodes(address.person_id), "root"))
     specific = await service.build_pack(
         PackRequest(address.person_id, "Which shoes did Sam buy for running?", at)
     )
     assert "[topic " not in specific.text
     assert DAYS[13] in specific.text
+    assert selected == ["Which shoes did Sam buy for running?"]
 
 
 async def test_the_nightly_job_rebalances_the_tree(
