@@ -279,6 +279,20 @@ def _add_bench_gateway(bench_sub: argparse._SubParsersAction[argparse.ArgumentPa
         help="with --new-people: the gateway's memory.index_cache_mb for the run "
         "(default: the configured one)",
     )
+    gw.add_argument(
+        "--tree",
+        choices=("on", "off"),
+        default=None,
+        help="the memory tree (memory.tree) on or off (default: the configured one)",
+    )
+    gw.add_argument(
+        "--tree-window-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="memory.tree_update_window_s for the run; 0 places each person's new items "
+        "as soon as the tree's worker is free, inside the measured CPU (default: configured)",
+    )
     with_json(gw)
 
 

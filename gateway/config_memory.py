@@ -271,10 +271,10 @@ class MemoryConfig:
     # read whole, so a 2 GB file would need several times that in memory.
     import_max_bytes: PositiveInt = 2_147_483_648
     # The memory tree (memory/tree/, issue 23): clusters, topics and a root over the
-    # person's items, packed for broad and thematic questions. Off by default: at 100k
-    # items an update still costs about 75 ms of CPU, about 11 ms a turn over a burst
-    # of 10 (docs/DESIGN.md, "The memory tree").
-    tree: bool = False
+    # person's items, packed for broad and thematic questions. Its updates run in the
+    # background, coalesced per person (tree_update_window_s), never on the reply's
+    # path (docs/DESIGN.md, "The memory tree": what an update costs).
+    tree: bool = True
     # A cluster past this many leaves splits (GaussianMixture, BIC); a topic groups
     # about this many clusters.
     tree_cluster_max: PositiveInt = 12
@@ -298,7 +298,8 @@ class MemoryConfig:
     # person makes in facts.md, preferences.md, persona.md or events.md read back as a
     # correction. Empty: off. A relative path is under store.data_dir.
     mirror_dir: str = ""
-    # How often the store is checked for changes; a burst of changes is written once.
+    # How often the store is checked for changes after this gateway wrote (every 15
+    # intervals otherwise); a burst of changes is written once.
     mirror_interval_s: PositiveFloat = 2.0
     # At most this many people's files are rewritten per check (the rest on the next).
     mirror_people_per_pass: PositiveInt = 4

@@ -117,6 +117,7 @@ class Recall(Writes):
         # nearest clusters, whose lines take a share of the budget before the flat pack.
         mode: Mode | None = None
         theme: BroadPack | None = None
+        broad: BroadPack | None = None
         themed: frozenset[int] = frozenset()
         if self.config.tree and self.tree.packing:
             mode, theme = await self._tree_mode(request, query, ann, settings)
@@ -124,6 +125,8 @@ class Recall(Writes):
                 themed = frozenset(theme.credited)
                 spent = estimate_tokens("\n".join(theme.lines) + "\n")
                 settings = replace(settings, budget_tokens=max(1, settings.budget_tokens - spent))
+            if mode.name == "broad":
+                broad = await self._broad(request, settings)
         # What the searches found, and how much of it the recent history already holds
         # (the trace says why a pack is empty).
         found = {"items": 0, "in_history": 0}
@@ -155,18 +158,24 @@ class Recall(Writes):
                 notes=request.notes,
             )
 
-        # What is left to read, the candidates and the pack, in one call to a worker
-        # thread: no hop back to the loop between them.
-        result = await repo.fetch_more_then(
-            self.store,
-            found_sources.fetched,
-            sources,
-            self._best_hits(ann, found_sources.lexical),
-            assemble_and_select,
-        )
         tree_notes: dict[str, object] = {}
-        if mode is not None:
-            result, tree_notes = await self._tree_pack(request, result, settings, mode, theme)
+        if mode is not None and broad is not None:
+            # The tree's pack replaces the flat one whole: it is not selected at all (a
+            # broad pack cost the flat pack and the tree's walk both).
+            result = _broad_result(request, broad)
+            tree_notes = {"tree": {"mode": mode.name, "why": mode.why, "path": broad.path}}
+        else:
+            # What is left to read, the candidates and the pack, in one call to a worker
+            # thread: no hop back to the loop between them.
+            result = await repo.fetch_more_then(
+                self.store,
+                found_sources.fetched,
+                sources,
+                self._best_hits(ann, found_sources.lexical),
+                assemble_and_select,
+            )
+            if mode is not None:
+                result, tree_notes = _tree_pack(result, mode, theme)
         timings["pack_ms"] = (time.perf_counter() - started) * 1000
         if self.config.store_traces:
             self._save_trace(
@@ -214,27 +223,9 @@ class Recall(Writes):
         theme = await asyncio.to_thread(thematic_pack, nodes, query, named, budget)
         return mode, theme
 
-    async def _tree_pack(
-        self,
-        request: PackRequest,
-        result: PackResult,
-        settings: PackSettings,
-        mode: Mode,
-        theme: BroadPack | None,
-    ) -> tuple[PackResult, dict[str, object]]:
-        """The tree's pack when the query is broad, the flat one under the theme's lines
-        when it is thematic, the flat one else (memory/tree/pack.py); the mode and the
-        path taken in the trace."""
-        notes: dict[str, object] = {"tree": {"mode": mode.name, "why": mode.why}}
-        if theme is not None:
-            # An empty flat pack renders nothing: the theme's lines get the frame alone.
-            body = result.text.removeprefix(HEADER) if result.text else FOOTER
-            text = HEADER + "\n".join(theme.lines) + "\n" + body
-            notes["tree"] = {"mode": mode.name, "why": mode.why, "path": theme.path}
-            kept = tuple(dict.fromkeys([*theme.credited, *result.kept]))
-            return replace(result, text=text, tokens=estimate_tokens(text), kept=kept), notes
-        if mode.name != "broad":
-            return result, notes
+    async def _broad(self, request: PackRequest, settings: PackSettings) -> BroadPack | None:
+        """A broad question's pack from the tree: root, topics, leaves (None: no tree
+        yet, or no line of the named speakers)."""
         names = await self.speakers(request.person_id)
         nodes = await self.tree.nodes(request.person_id)
         named = {n for n in names if re.search(rf"\b{re.escape(n)}\b", request.text, re.I)}
@@ -242,19 +233,7 @@ class Recall(Writes):
         budget = settings.budget_tokens * CHARS_PER_TOKEN - frame
         notes_text = "".join(f"{n}\n" for n in request.notes)
         broad = broad_pack(nodes, named, budget - len(notes_text))
-        if broad is None or not broad.lines:
-            return result, notes
-        text = HEADER + notes_text + "\n".join(broad.lines) + "\n" + FOOTER
-        notes["tree"] = {"mode": mode.name, "why": mode.why, "path": broad.path}
-        packed = replace(
-            result,
-            text=text,
-            tokens=estimate_tokens(text),
-            kept=tuple(broad.credited),
-            recollections=(),
-            kept_message_ids=frozenset(),
-        )
-        return packed, notes
+        return broad if broad is not None and broad.lines else None
 
     async def _query_and_ann(
         self,
@@ -416,3 +395,33 @@ class Recall(Writes):
                     me.prev_id, other.next_id = other.item.id, me.item.id
                 else:
                     me.next_id, other.prev_id = other.item.id, me.item.id
+
+
+def _tree_pack(
+    result: PackResult, mode: Mode, theme: BroadPack | None
+) -> tuple[PackResult, dict[str, object]]:
+    """The flat pack under a thematic query's theme lines (memory/tree/pack.py), or as it
+    is; the mode and the path taken in the trace."""
+    notes: dict[str, object] = {"tree": {"mode": mode.name, "why": mode.why}}
+    if theme is None:
+        return result, notes
+    # An empty flat pack renders nothing: the theme's lines get the frame alone.
+    body = result.text.removeprefix(HEADER) if result.text else FOOTER
+    text = HEADER + "\n".join(theme.lines) + "\n" + body
+    notes["tree"] = {"mode": mode.name, "why": mode.why, "path": theme.path}
+    kept = tuple(dict.fromkeys([*theme.credited, *result.kept]))
+    return replace(result, text=text, tokens=estimate_tokens(text), kept=kept), notes
+
+
+def _broad_result(request: PackRequest, broad: BroadPack) -> PackResult:
+    """A broad question's pack: the tree's lines in the frame, the turns they quote kept;
+    no candidate was scored (the trace lists none)."""
+    notes_text = "".join(f"{n}\n" for n in request.notes)
+    text = HEADER + notes_text + "\n".join(broad.lines) + "\n" + FOOTER
+    return PackResult(
+        text=text,
+        tokens=estimate_tokens(text),
+        kept=tuple(broad.credited),
+        filtered=(),
+        explain=tuple,
+    )

@@ -18,6 +18,8 @@ import pytest
 
 from gateway.bench import drift_bench, gateway_bench
 from gateway.bench.report import at_most, progress
+from gateway.config import load_config
+from gateway.errors import ConfigError
 
 
 @pytest.fixture
@@ -156,3 +158,22 @@ def test_the_gateway_bench_reads_a_process_cpu_time_from_proc() -> None:
     for i in range(2_000_000):
         total += i
     assert abs(gateway_bench.cpu_seconds(os.getpid()) - time.process_time()) < 0.05
+
+
+def test_bench_gateway_sets_the_tree_and_its_window_for_the_run(tmp_path: Path) -> None:
+    """``--tree`` and ``--tree-window-s`` reach the gateway's config; with the core
+    stages (no memory) they are refused, not dropped."""
+    args = argparse.Namespace(tree="off", tree_window_s=0.0)
+    memory = gateway_bench.memory_settings(args)
+    text = gateway_bench.bench_config_text(tmp_path / "data", 8123, 10, "default", memory)
+    path = tmp_path / "agentgw.toml"
+    path.write_text(text, encoding="utf-8")
+    config = load_config(path, env={})
+    assert config.memory.tree is False
+    assert config.memory.tree_update_window_s == 0.0
+    args = argparse.Namespace(tree="on", tree_window_s=None)
+    assert gateway_bench.memory_settings(args) == {"tree": True}
+    with pytest.raises(ConfigError, match="--stages default"):
+        gateway_bench.bench_config_text(tmp_path / "data", 8123, 10, "core", memory)
+    with pytest.raises(ConfigError, match="0 or more"):
+        gateway_bench.memory_settings(argparse.Namespace(tree=None, tree_window_s=-1.0))

@@ -436,3 +436,12 @@ def test_a_retired_key_is_ignored_with_a_warning(
     path = write(tmp_path, "[memory]\nstale_days = 60\n")
     assert load_config(path, env={}).memory == load_config(None, env={}).memory
     assert "memory.stale_days is no longer read" in caplog.text
+
+
+def test_the_memory_tree_is_on_by_default(tmp_path: Path) -> None:
+    """Issue 23: the tree is on unless a config turns it off (its updates run in the
+    background, coalesced per person)."""
+    empty = tmp_path / "agentgw.toml"
+    empty.touch()
+    assert load_config(empty, env={}).memory.tree is True
+    assert load_config(empty, env={"AGENTGW_MEMORY__TREE": "false"}).memory.tree is False

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
 
 from gateway.brains.scripted import ScriptedBrain
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.models import Person
 from memory.models import MemoryItem
+from memory.porting import mirror as mirror_module
 from memory.porting.export import export_person
 from memory.porting.mirror import MemoryMirror, mirror_root
 from memory.service import MemoryService
@@ -131,6 +133,42 @@ async def test_a_memory_change_reaches_the_mirror(tmp_path: Path) -> None:
         # Its own writes are not read back as edits: nothing was added but the one fact.
         await passes(run.mirror)
         assert len(await items(run.store, run.person_id)) == before + 1
+
+
+async def test_an_idle_gateway_reads_no_fingerprint_every_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fingerprints are read when this process has committed a write since the last
+    read (or, for other processes' writes, every ``IDLE_INTERVALS`` intervals), not at
+    every pass of an idle gateway."""
+    reads: list[int] = []
+    real = mirror_module.fingerprints
+
+    def counted(connection: Connection) -> dict[int, tuple[object, ...]]:
+        reads.append(1)
+        return real(connection)
+
+    monkeypatch.setattr(mirror_module, "fingerprints", counted)
+    # No recheck for other processes within the test: only this process's writes count.
+    monkeypatch.setattr(mirror_module, "IDLE_INTERVALS", 100_000, raising=False)
+    async with running(tmp_path) as run:
+        facts = run.folder / "facts.md"
+        await until(lambda: "My sister is called Ada" in text(facts), "facts.md")
+        await passes(run.mirror)
+        idle = len(reads)
+        await passes(run.mirror, 5)
+        assert len(reads) == idle
+        await run.memory.remember(
+            run.person_id, "My cat is called Miso", at=T0, item_type=ItemType.FACT
+        )
+        await until(lambda: "My cat is called Miso" in text(facts), "the new fact in facts.md")
+        assert len(reads) > idle
+        # Another process's write is seen at the idle recheck.
+        await passes(run.mirror)
+        idle = len(reads)
+        run.mirror._recheck_at = 0.0
+        await passes(run.mirror, 2)
+        assert len(reads) == idle + 1
 
 
 async def test_an_edited_line_is_a_new_version(tmp_path: Path) -> None:

@@ -6,23 +6,38 @@ and a specific one the leaves, and the nightly job rebalances."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
 
 from gateway.config import Config
 from gateway.store import Store
 from gateway.store.repo import Address, resolve_address
+from memory import recall as recall_module
+from memory import repo
 from memory.embed import SentenceEmbedder
 from memory.jobs.base import JobContext
 from memory.jobs.nightly import nightly
+from memory.porting.lookup import show
+from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
+from memory.tree import build as tb
+from memory.tree import rows
+from memory.tree import service as tree_service
+from memory.tree.models import TreeNode
 from memory.tree.pack import classify
-from memory.tree.service import NodeView
+from memory.tree.service import members_of
+from memory.tree.view import NodeView
+from memory.types import ItemStatus, ItemType
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.slow
@@ -89,13 +104,16 @@ async def service(
     await started.aclose()
 
 
-async def say(service: MemoryService, address: Address, day: int) -> list[int]:
+async def say(
+    service: MemoryService, address: Address, day: int, text: str = "", hours: int = 0
+) -> list[int]:
+    """Sam's line of ``day`` (or ``text``, ``hours`` later that day)."""
     return await service.ingest(
         [
             Episode(
                 person_id=address.person_id,
-                text=DAYS[day],
-                at=START + timedelta(days=day),
+                text=text or DAYS[day],
+                at=START + timedelta(days=day, hours=hours),
                 role="user",
                 speaker="Sam",
                 conversation_id=address.conversation_id,
@@ -105,13 +123,15 @@ async def say(service: MemoryService, address: Address, day: int) -> list[int]:
 
 
 def check_whole(nodes: dict[str, NodeView], ids: set[int]) -> None:
-    """Every leaf is in a cluster, every cluster in a topic, and the root holds every item."""
+    """Every leaf is in a cluster, every cluster in a topic, and the root holds every item
+    (through its topics: it keeps no list of every item)."""
     leaves = {k for k, n in nodes.items() if n.level == 0}
     clustered = {c for n in nodes.values() if n.level == 1 for c in n.child_keys}
     assert leaves == clustered
     clusters = {k for k, n in nodes.items() if n.level == 1}
     assert clusters == {c for n in nodes.values() if n.level == 2 for c in n.child_keys}
-    assert set(nodes["root"].item_ids) == ids
+    assert set(members_of(nodes, "root")) == ids
+    assert nodes["root"].item_ids == []
     assert set(nodes["root"].child_keys) == {k for k, n in nodes.items() if n.level == 2}
 
 
@@ -143,19 +163,31 @@ async def test_versions_are_kept_and_a_correction_survives_a_rebuild(
     for day in range(8):
         await say(service, address, day)
     await service.tree.idle()
-    root = (await service.tree.nodes(address.person_id))["root"]
-    await say(service, address, 8)
+    before = dict(await service.tree.nodes(address.person_id))
+    new = await say(service, address, 8)
     await service.tree.idle()
-    history = await service.tree.versions(address.person_id, "root")
+    after = await service.tree.nodes(address.person_id)
+    # A cluster the new item joined (one that was there before: a split keeps its key).
+    key = next(
+        k for k, n in after.items() if n.level == 1 and set(new) <= set(n.item_ids) and k in before
+    )
+    history = await service.tree.versions(address.person_id, key)
     assert len(history) >= 2
     # The summary before the update is still there, word for word, with who wrote it.
-    assert history[-2]["summary"] == root.summary
-    assert history[-2]["version"] == root.version
-    # The new version records the new member.
-    assert set(history[-1]["item_ids"]) > set(root.item_ids)
+    assert history[-2]["summary"] == before[key].summary
+    assert history[-2]["version"] == before[key].version
+    # The new version records the new member, and the leaves it was made of.
+    assert set(new) <= set(history[-1]["item_ids"])
+    assert not set(new) & set(history[-2]["item_ids"])
+    assert sorted(history[-1]["child_keys"]) == sorted(after[key].child_keys)
     assert [h["version"] for h in history] == list(range(1, len(history) + 1))
     assert history[-2]["model"] == "extractive"
     assert history[-1]["reason"] == "update"
+    # The root's versions record its topics (its members), no list of every item.
+    roots = await service.tree.versions(address.person_id, "root")
+    assert sorted(roots[-1]["child_keys"]) == sorted(after["root"].child_keys)
+    assert roots[-1]["summary"] == after["root"].summary
+    assert all(h["item_ids"] == [] for h in roots)
     version = await service.tree.correct(address.person_id, "root", "Sam cooks, runs and plays.")
     await say(service, address, 9)
     await service.tree.idle()
@@ -166,6 +198,89 @@ async def test_versions_are_kept_and_a_correction_survives_a_rebuild(
     assert [h["reason"] for h in history if h["version"] == version] == ["correction"]
 
 
+async def test_the_root_keeps_its_topics_not_every_item(
+    service: MemoryService, address: Address, store: Store
+) -> None:
+    """An update rewrites no list of every item: the root's stored members are its topics,
+    and a root version is written only when its summary or its topics change."""
+    ids: set[int] = set()
+    for day in range(len(DAYS)):
+        ids.update(await say(service, address, day))
+        await service.tree.idle()
+    async with store.reader() as session:
+        row = await session.scalar(
+            select(TreeNode).where(TreeNode.person_id == address.person_id, TreeNode.key == "root")
+        )
+        assert row is not None
+        assert row.item_ids == []
+    nodes = await service.tree.nodes(address.person_id)
+    assert set(members_of(nodes, "root")) == ids
+    roots = await service.tree.versions(address.person_id, "root")
+    # One update a day, but a version only for a change of the summary or the topics.
+    for older, newer in itertools.pairwise(roots):
+        assert (older["summary"], sorted(older["child_keys"])) != (
+            newer["summary"],
+            sorted(newer["child_keys"]),
+        )
+    # The newest version is the summary the root shows (never overwritten silently).
+    assert roots[-1]["summary"] == nodes["root"].summary
+
+
+async def test_show_gives_an_items_paths_in_the_tree(
+    service: MemoryService, address: Address, store: Store
+) -> None:
+    ids: list[int] = []
+    for day in range(8):
+        ids.extend(await say(service, address, day))
+    await service.tree.idle()
+    nodes = await service.tree.nodes(address.person_id)
+    shown = await show(store, ids[3])
+    assert shown["tree"]
+    for path in shown["tree"]:
+        # root > topic > cluster > leaf, each a child of the one before.
+        assert [nodes[k].level for k in path] == [3, 2, 1, 0]
+        assert ids[3] in nodes[path[-1]].item_ids
+        for parent, child in itertools.pairwise(path):
+            assert child in nodes[parent].child_keys
+    # A leaf in two clusters (soft assignment) has a path through each.
+    leaf = shown["tree"][0][-1]
+    assert len(shown["tree"]) == len(nodes[leaf].parent_keys)
+
+
+async def test_the_versions_of_every_group_are_one_read(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The panel's page shows the versions of every node above the leaves: one read for
+    all of them, the same as one node at a time."""
+    for day in range(10):
+        await say(service, address, day)
+        await service.tree.idle()
+    nodes = await service.tree.nodes(address.person_id)
+    groups = [k for k, n in nodes.items() if n.level > 0]
+    one_by_one = {k: await service.tree.versions(address.person_id, k) for k in groups}
+    reads: list[int] = []
+    real = rows.read_versions
+
+    def counted(connection: Connection, person_id: int, keys: Sequence[str]) -> list[object]:
+        reads.append(len(keys))
+        return real(connection, person_id, keys)
+
+    monkeypatch.setattr(rows, "read_versions", counted)
+    assert await service.tree.versions_of(address.person_id, groups) == one_by_one
+    assert reads == [len(groups)]
+    assert all(one_by_one[k] for k in groups)
+
+
+def test_the_summaries_word_analysis_is_tfidfs_own() -> None:
+    """``build._words`` (a callable, to skip sklearn's stop-word check at every fit) gives
+    the very matrix of ``stop_words="english"``."""
+    texts = [*DAYS, "It's the THE and of", "Über-fast café runs, 10km!"]
+    ours = TfidfVectorizer(analyzer=tb._words).fit_transform(texts)
+    theirs = TfidfVectorizer(stop_words="english").fit_transform(texts)
+    assert ours.shape == theirs.shape
+    assert abs(ours - theirs).max() < 1e-12
+
+
 def test_the_query_decides_the_level() -> None:
     names = {"Sam", "Caroline"}
     assert classify("What has Caroline been up to?", names).name == "broad"
@@ -173,6 +288,11 @@ def test_the_query_decides_the_level() -> None:
     assert classify("Sam?", names).name == "broad"
     assert classify("When did Sam run the half marathon in October?", names).name == "specific"
     assert classify("What kinds of food does Sam cook?", names).name == "thematic"
+    assert classify("What types of music does Caroline listen to?", names).name == "thematic"
+    assert classify("What hobbies does Sam have?", names).name == "thematic"
+    # The singular asks the kind of one thing: a specific question, the flat pack.
+    assert classify("What kind of cake did Sam bake for the party?", names).name == "specific"
+    assert classify("What sort of car does Caroline drive?", names).name == "specific"
     # A broad cue with a flat similarity spread is broad even with more content words.
     flat = [0.41, 0.40, 0.40, 0.39, 0.39]
     assert classify("What is Sam up to with cooking, running and music?", names, flat).name == (
@@ -181,22 +301,40 @@ def test_the_query_decides_the_level() -> None:
 
 
 async def test_a_broad_question_packs_topics_and_a_specific_one_leaves(
-    service: MemoryService, address: Address
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for day in range(len(DAYS)):
+    at = START + timedelta(days=30)
+    # No tree yet (a person's first minutes): the broad question gets the flat pack.
+    await say(service, address, 0)
+    selected: list[str] = []
+    real = recall_module.select
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        selected.append(kwargs["query"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recall_module, "select", counted)
+    early = await service.build_pack(PackRequest(address.person_id, "What has Sam been up to?", at))
+    assert DAYS[0] in early.text
+    assert selected == ["What has Sam been up to?"]
+    for day in range(1, len(DAYS)):
         await say(service, address, day)
     await service.tree.idle()
-    at = START + timedelta(days=30)
+    selected.clear()
     broad = await service.build_pack(PackRequest(address.person_id, "What has Sam been up to?", at))
     assert "[topic " in broad.text
     # One line per day (leaf) within the budget: each theme is there.
     for words in ("sourdough", "kilometres", "guitar", "roadmap"):
         assert words in broad.text
+    # The tree's pack replaces the flat one whole: no candidate is scored for it.
+    assert selected == []
+    assert set(broad.kept) <= set(members_of(await service.tree.nodes(address.person_id), "root"))
     specific = await service.build_pack(
         PackRequest(address.person_id, "Which shoes did Sam buy for running?", at)
     )
     assert "[topic " not in specific.text
     assert DAYS[13] in specific.text
+    assert selected == ["Which shoes did Sam buy for running?"]
 
 
 async def test_the_nightly_job_rebalances_the_tree(
@@ -209,6 +347,52 @@ async def test_the_nightly_job_rebalances_the_tree(
     counts = await nightly(ctx)
     assert counts["tree_rebalanced"] == 1
     assert "root" in await service.tree.nodes(address.person_id)
+
+
+async def test_an_update_reads_only_the_persons_current_items(
+    service: MemoryService, address: Address, store: Store
+) -> None:
+    """The items are looked up by id alone (with the person in the WHERE clause SQLite
+    read every item of the person); another person's, a retired one and, for the
+    vectors' read, an unembedded one are still left out."""
+    mine = await say(service, address, 0) + await say(service, address, 1)
+    other = await resolve_address(store, "webchat", "session-b", display_name="Ada")
+    theirs = await say(service, other, 2)
+    await service.retire(mine[1], ItemStatus.FORGOTTEN)
+    unembedded = await repo.insert_items(
+        store, [NewItem(address.person_id, ItemType.EPISODE, "No vector here.", START)]
+    )
+    ids = [*mine, *theirs, *unembedded]
+    tree = service.tree
+    assert [r[0] for r in await tree._rows(address.person_id, ids)] == [
+        mine[0],
+        *unembedded,
+    ]
+    with_vectors = await tree._rows(address.person_id, ids, with_vectors=True)
+    assert [r[0] for r in with_vectors] == [mine[0]]
+    assert all(len(r) == 7 and r[6] is not None for r in with_vectors)
+    every = await tree._rows(address.person_id, ids, active_only=False)
+    assert {r[0] for r in every} == {*mine, *unembedded}
+
+
+async def test_a_large_person_without_a_tree_is_built_at_night(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree turned on over a store that holds a large person: an update does not
+    build their whole tree (a minute of CPU at 100k items); the nightly rebuild does,
+    and the updates after it are incremental."""
+    monkeypatch.setattr(tree_service, "FIRST_BUILD_MAX_ITEMS", 4)
+    ids: set[int] = set()
+    for day in range(6):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    assert await service.tree.nodes(address.person_id) == {}
+    counts = await nightly(JobContext(service, START + timedelta(days=7)))
+    assert counts["tree_rebalanced"] == 1
+    check_whole(await service.tree.nodes(address.person_id), ids)
+    ids.update(await say(service, address, 6))
+    await service.tree.idle()
+    check_whole(await service.tree.nodes(address.person_id), ids)
 
 
 async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
@@ -251,22 +435,55 @@ async def test_an_update_reads_only_the_new_items_and_the_touched_branch(
     assert all(after[k].version == before[k].version for k in untouched if k in after)
     # A note that grows (a later turn the same day) is ranked again from its own items.
     read.clear()
-    later = await service.ingest(
-        [
-            Episode(
-                person_id=address.person_id,
-                text="Later that evening I sketched the slides for the roadmap review.",
-                at=START + timedelta(days=12, hours=2),
-                role="user",
-                speaker="Sam",
-                conversation_id=address.conversation_id,
-            )
-        ]
+    later = await say(
+        service,
+        address,
+        12,
+        "Later that evening I sketched the slides for the roadmap review.",
+        hours=2,
     )
     await tree.idle()
     grown = await tree.nodes(address.person_id)
     note = next(n for n in grown.values() if n.level == 0 and set(later) <= set(n.item_ids))
     assert set(read) == set(note.item_ids) == set(new) | set(later)
+
+
+async def test_a_grown_note_whose_lines_stay_is_ranked_once(
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later turn the same day that is not one of the note's best lines (under 8
+    words) changes no summary above it: the update ranks the note's sentences once and
+    keeps its cluster's, topic's and root's quotes, which are what ranking them again
+    would give."""
+    ids: set[int] = set()
+    for day in range(8):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    before = dict(await service.tree.nodes(address.person_id))
+    calls: list[int] = []
+    real = tb.central
+
+    def counted(quotes: Sequence[tb.Quote], k: int, *, per_item: int = 1) -> list[tb.Quote]:
+        calls.append(k)
+        return real(quotes, k, per_item=per_item)
+
+    monkeypatch.setattr(tb, "central", counted)
+    ids.update(await say(service, address, 7, "Nice.", hours=1))
+    await service.tree.idle()
+    assert calls == [tb.LEAF_LINES]
+    after = await service.tree.nodes(address.person_id)
+    check_whole(after, ids)
+    assert {k: n.summary for k, n in after.items() if n.level > 0} == {
+        k: n.summary for k, n in before.items() if n.level > 0
+    }
+    # Each kept summary is what ranking its children's lines again gives.
+    for node in after.values():
+        if node.level in (1, 2):
+            below = [q for c in node.child_keys for q in after[c].quotes]
+            assert node.quotes == real(below, 3)
+    root = after["root"]
+    below = [q for t in root.child_keys for q in after[t].quotes]
+    assert root.quotes == real(below, min(5, max(2, len(root.child_keys))))
 
 
 async def test_a_burst_of_turns_is_one_update(service: MemoryService, address: Address) -> None:

@@ -214,3 +214,47 @@ async def test_migration_0029_brings_archived_episodes_back_to_the_cold_tier(
     async with Store(url) as store:
         items = {i.id: i.tier.value for i in await repo.get_items(store, [episode, fact])}
         assert items == {episode: "cold", fact: "archived"}
+
+
+async def test_migration_0035_empties_the_roots_item_list_and_keeps_its_history(
+    tmp_path: Path,
+) -> None:
+    """The root keeps its topics, not every item id, from 0035 on; the versions written
+    before keep the lists they were written with, and gain empty child keys."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    async with Store(url) as store:
+        address = await resolve_address(store, "webchat", "s-1", display_name="Sam")
+    engine = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    person, now = address.person_id, T0.isoformat()
+    try:
+        with engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "0029")
+            for key, level, items in (("root", 3, "[1, 2, 3]"), ("t:0", 2, "[1, 2, 3]")):
+                connection.execute(
+                    text(
+                        "INSERT INTO memory_tree_nodes (person_id, key, level, parent_keys,"
+                        " item_ids, child_keys, summary, quotes, model, version, corrected,"
+                        " updated_at) VALUES (:p, :k, :l, '[]', :i, '[]', 's', '[]',"
+                        " 'extractive', 1, 0, :t)"
+                    ),
+                    {"p": person, "k": key, "l": level, "i": items, "t": now},
+                )
+            connection.execute(
+                text(
+                    "INSERT INTO memory_tree_versions (person_id, key, version, summary,"
+                    " item_ids, model, reason, written_at) VALUES (:p, 'root', 1, 's',"
+                    " '[1, 2, 3]', 'extractive', 'build', :t)"
+                ),
+                {"p": person, "t": now},
+            )
+    finally:
+        engine.dispose()
+    async with Store(url) as store:
+        rows = await store.read(
+            lambda c: c.execute(text("SELECT key, item_ids FROM memory_tree_nodes")).all()
+        )
+        assert {k: json.loads(i) for k, i in rows} == {"root": [], "t:0": [1, 2, 3]}
+        versions = await store.read(
+            lambda c: c.execute(text("SELECT item_ids, child_keys FROM memory_tree_versions")).all()
+        )
+        assert [(json.loads(i), json.loads(c)) for i, c in versions] == [([1, 2, 3], [])]

@@ -20,13 +20,17 @@ load instead.
 
 ``--stages default`` runs the configured defaults (memory layer and persona
 loop on: the honest headline figure); ``--stages core`` turns both off to
-measure the core alone. ``--profile PATH`` runs the gateway under cProfile and
-leaves its stats at PATH (``python -m pstats PATH``).
+measure the core alone. ``--tree on|off`` sets ``memory.tree`` and
+``--tree-window-s S`` its update window for the run: with the default window
+(120 s) a person's tree update comes after a run this short ends, so
+``--tree-window-s 0`` is the way to count the updates' CPU in ``cpu_s``.
+``--profile PATH`` runs the gateway under cProfile and leaves its stats at
+PATH (``python -m pstats PATH``).
 
 JSON printed with ``--json``::
 
-    {"stages", "context_stages", "after_turn_stages", "conversations", "pause_ms", "turns",
-     "turns_per_s", "errors", "overhead_p50_ms", "overhead_p95_ms",
+    {"stages", "memory", "context_stages", "after_turn_stages", "conversations",
+     "pause_ms", "turns", "turns_per_s", "errors", "overhead_p50_ms", "overhead_p95_ms",
      "prepare_p95_ms", "deliver_p95_ms", "wall_s",
      "rtt_p50_ms", "rtt_p95_ms", "cpu_s", "cpu_ms_per_turn"}
 
@@ -71,6 +75,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -236,15 +241,24 @@ class GatewayProcess:
 STAGE_SETS = ("default", "core")
 
 
-def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "default") -> str:
+def bench_config_text(
+    data_dir: Path,
+    port: int,
+    turns: int,
+    stages: str = "default",
+    memory: Mapping[str, bool | float] | None = None,
+) -> str:
     """The gateway's config for the run: scripted brain, temp store, no voice models.
 
     ``stages="default"`` keeps the configured defaults (memory layer and persona
     loop, lessons, forward triggers, focus and decisions on); ``"core"`` turns them off,
-    leaving persona file, clock and history.
+    leaving persona file, clock and history. ``memory`` sets ``[memory]`` keys over
+    the defaults (``--tree``, ``--tree-window-s``), with the default stages only.
     """
     if stages not in STAGE_SETS:
         raise ConfigError(f"--stages must be one of {', '.join(STAGE_SETS)}, not {stages!r}")
+    if memory and stages != "default":
+        raise ConfigError("--tree and --tree-window-s need --stages default (core has no memory)")
     # Per-connection rate limit above what one conversation sends in a minute.
     rate = max(30, turns * 2)
     text = (
@@ -262,6 +276,8 @@ def bench_config_text(data_dir: Path, port: int, turns: int, stages: str = "defa
             "[triggers]\nenabled = false\n"
             "[continuity]\nenabled = false\n"
         )
+    if memory:
+        text += "[memory]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in memory.items())
     return text
 
 
@@ -396,12 +412,13 @@ async def run(
     stages: str = "default",
     profile_path: Path | None = None,
     pause_ms: float = 0.0,
+    memory: Mapping[str, bool | float] | None = None,
 ) -> dict[str, Any]:
     port = free_port()
     data_dir = folder / "data"
     config_path = folder / "agentgw.toml"
     await asyncio.to_thread(
-        config_path.write_text, bench_config_text(data_dir, port, turns, stages), "utf-8"
+        config_path.write_text, bench_config_text(data_dir, port, turns, stages, memory), "utf-8"
     )
     gateway = GatewayProcess(config_path, port, folder / "gateway.log", profile_path=profile_path)
     await gateway.start()
@@ -425,6 +442,7 @@ async def run(
         errors += 1
     return {
         "stages": stages,
+        "memory": dict(memory or {}),
         "context_stages": ran["context"],
         "after_turn_stages": ran["after_turn"],
         "conversations": conversations,
@@ -617,11 +635,27 @@ def main(args: argparse.Namespace) -> int:
                 stages=getattr(args, "stages", "default"),
                 profile_path=Path(profile).resolve() if profile else None,
                 pause_ms=pause_ms,
+                memory=memory_settings(args),
             )
         )
     print_result(result, as_json=args.json)
     print_verdicts(gateway_targets(result), as_json_output=args.json)
     return 1 if result["errors"] else 0
+
+
+def memory_settings(args: argparse.Namespace) -> dict[str, bool | float]:
+    """``[memory]`` keys the flags set: the tree on or off, and its update window (0 runs
+    a person's update as soon as the worker is free, so the run's CPU holds it)."""
+    memory: dict[str, bool | float] = {}
+    tree = getattr(args, "tree", None)
+    if tree is not None:
+        memory["tree"] = tree == "on"
+    window = getattr(args, "tree_window_s", None)
+    if window is not None:
+        if window < 0:
+            raise ConfigError("--tree-window-s must be 0 or more")
+        memory["tree_update_window_s"] = float(window)
+    return memory
 
 
 def gateway_targets(result: dict[str, Any]) -> list[Target]:

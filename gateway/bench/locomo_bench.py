@@ -321,7 +321,9 @@ async def run(files: Sequence[Path], budget: int, overrides: dict[str, str]) -> 
             if config.memory.tree:
                 tree = await build_trees(service, conversations)
             result = await evaluate(store, service, conversations, budget)
-            result |= await broad(service, files, conversations, tree_on=config.memory.tree)
+            result |= await broad(
+                service, files, conversations, tree_on=config.memory.tree, budget=budget
+            )
             result |= tree
         finally:
             await service.aclose()
@@ -371,6 +373,7 @@ async def broad(
     conversations: Sequence[tuple[Conversation, int]],
     *,
     tree_on: bool,
+    budget: int,
 ) -> dict[str, Any]:
     """Session coverage of the broad questions, flat (the tree's pack switched off in
     the same store) and with the tree (gateway/bench/locomo_broad.py)."""
@@ -386,10 +389,12 @@ async def broad(
         for path, (c, person_id) in zip(files, conversations, strict=True)
     ]
     held_out = locomo_broad.HELD_OUT_QUESTIONS
+    half = max(1, budget // 2)
     service.tree.packing = False
     try:
         flat = await locomo_broad.coverage(service, rows)
         flat_held = await locomo_broad.coverage(service, rows, held_out)
+        flat_half = await locomo_broad.coverage(service, rows, budget_tokens=half)
     finally:
         service.tree.packing = True
     out: dict[str, Any] = {
@@ -398,14 +403,18 @@ async def broad(
         # rest, and for two phrasings the rules were not written against.
         "broad_session_coverage_flat_by_split": locomo_broad.by_split(flat),
         "broad_session_coverage_flat_held_out_questions": locomo_broad.mean(flat_held),
+        # At half the budget: one line per session day no longer fits (locomo_broad.py).
+        "broad_session_coverage_flat_half_budget": locomo_broad.mean(flat_half),
     }
     if tree_on:
         tree = await locomo_broad.coverage(service, rows)
         tree_held = await locomo_broad.coverage(service, rows, held_out)
+        tree_half = await locomo_broad.coverage(service, rows, budget_tokens=half)
         out["broad_session_coverage"] = locomo_broad.mean(tree)
         out["broad_session_coverage_by_split"] = locomo_broad.by_split(tree)
         out["broad_session_coverage_held_out_questions"] = locomo_broad.mean(tree_held)
         out["broad_session_coverage_held_out_questions_by_split"] = locomo_broad.by_split(tree_held)
+        out["broad_session_coverage_half_budget"] = locomo_broad.mean(tree_half)
     return out
 
 

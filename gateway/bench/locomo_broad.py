@@ -14,6 +14,11 @@ conversations) is all there is. So the figure is also reported by split —
 ``TUNED`` (the conversations the broad pack's rules may be looked at on) and the
 rest, held out — and with ``HELD_OUT_QUESTIONS``, two phrasings the rules were
 never written against.
+
+At 1,000 tokens a LoCoMo speaker's 19-32 session days fit one line each, so the
+tree's figure there is partly the budget's; the same questions are also asked
+at half the budget (``broad_session_coverage_half_budget``), where one line per
+day no longer fits and what the pack chooses decides the figure.
 """
 
 from __future__ import annotations
@@ -71,8 +76,10 @@ async def coverage(
     service: MemoryService,
     conversations: Sequence[Broad],
     questions: Sequence[str] = QUESTIONS,
+    budget_tokens: int | None = None,
 ) -> list[tuple[str, float]]:
-    """Each broad question's session coverage, with its conversation's name."""
+    """Each broad question's session coverage, with its conversation's name (at the
+    service's budget, or ``budget_tokens``)."""
     shares: list[tuple[str, float]] = []
     for path, speaker_a, speaker_b, turns, person_id, asked_at in conversations:
         for speaker in (speaker_a, speaker_b):
@@ -81,7 +88,12 @@ async def coverage(
                 continue
             for question in questions:
                 pack = await service.build_pack(
-                    PackRequest(person_id, question.format(speaker=speaker), asked_at)
+                    PackRequest(
+                        person_id,
+                        question.format(speaker=speaker),
+                        asked_at,
+                        budget_tokens=budget_tokens,
+                    )
                 )
                 hit = sum(represented(pack.text, turns, speaker, s) for s in sessions)
                 shares.append((path.stem, hit / len(sessions)))

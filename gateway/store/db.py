@@ -128,6 +128,9 @@ class Store:
         self._reader_connections: ThreadConnections | None = None
         # This database's random name (migration 0009), read at open.
         self._identity = ""
+        # Write transactions this process committed: a reader that polls for changes
+        # (the memory mirror) skips its query while this has not moved.
+        self.commits = 0
 
     @property
     def identity(self) -> str:
@@ -296,6 +299,7 @@ class Store:
                     yield session
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+        self.commits += 1
 
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[None]:
@@ -338,13 +342,16 @@ class Store:
                 with timed_db():
                     if self._writer is not None and self._writer_connection is not None:
                         loop = asyncio.get_running_loop()
-                        return await loop.run_in_executor(
+                        done = await loop.run_in_executor(
                             self._writer, _in_transaction, self._writer_connection, work
                         )
-                    async with self.engine.begin() as connection:
-                        return await connection.run_sync(work)
+                    else:
+                        async with self.engine.begin() as connection:
+                            done = await connection.run_sync(work)
             except SQLAlchemyError as exc:
                 raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+            self.commits += 1
+            return done
 
     async def read(self, work: Callable[[Connection], T]) -> T:
         """Run ``work``, plain reads, on a connection of the readers.

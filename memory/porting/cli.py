@@ -65,7 +65,9 @@ def add_subcommands(
         "--index", action="store_true", help="ids, scores and dates only (default: with text)"
     )
     searched.add_argument("--limit", type=int, default=10, help="at most this many (default 10)")
-    shown = memory_sub.add_parser("show", help="one item with its provenance and versions")
+    shown = memory_sub.add_parser(
+        "show", help="one item with its provenance, versions and memory tree path"
+    )
     shown.add_argument("item_id", type=int, help="the item's id, as searched")
     for parser in (export, imported, searched, shown):
         with_config(parser)
@@ -263,6 +265,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"\nfrom message {source['message_id']} in conversation "
             f"{source['conversation_id']} ({source['channel']}, {source['date']})"
         )
+    for path in found["tree"]:
+        _say(f"\nin the memory tree: {' > '.join(path)}")
     if len(found["versions"]) > 1:
         _say("\nversions, oldest first:")
         for version in found["versions"]:

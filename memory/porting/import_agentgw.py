@@ -107,9 +107,11 @@ def _map_ids(table: str, row: dict[str, Any], maps: dict[str, dict[int, int]]) -
     items = maps["memory_items"]
     if table in ("memory_tree_nodes", "memory_tree_versions"):
         out["key"] = _tree_key(out["key"], maps)
+        # A version's children (absent from a file written before migration 0035).
+        if "child_keys" in out:
+            out["child_keys"] = [_tree_key(k, maps) for k in out["child_keys"] or []]
     if table == "memory_tree_nodes":
         out["parent_keys"] = [_tree_key(k, maps) for k in out.get("parent_keys") or []]
-        out["child_keys"] = [_tree_key(k, maps) for k in out.get("child_keys") or []]
         # A quote is [iso date, speaker, sentence, item id].
         out["quotes"] = [
             [*q[:3], items.get(q[3], q[3])] if len(q) == 4 and isinstance(q[3], int) else q

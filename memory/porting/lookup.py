@@ -3,7 +3,8 @@
 ``search`` runs the pack's own retrieval (ANN + full text + pinned + time
 window, the same scores) and prints the best candidates short, with ids and
 scores; ``show ID`` prints one item whole, with where it came from and its
-versions (what it replaced, what replaced it). An agent reads the short list
+versions (what it replaced, what replaced it) and its paths in the memory tree
+(root > topic > cluster > leaf). An agent reads the short list
 and opens only what it needs.
 
 Both only read the store, so they run beside a running gateway: the search's
@@ -22,7 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.config import Config
 from gateway.store import Store
@@ -31,6 +33,7 @@ from memory import repo
 from memory.errors import PortingError
 from memory.models import MemoryItem
 from memory.state import PackRequest
+from memory.tree.models import TreeNode
 
 
 @dataclass(frozen=True)
@@ -125,8 +128,47 @@ def _item_json(item: MemoryItem) -> dict[str, Any]:
     }
 
 
+async def tree_paths(session: AsyncSession, item: MemoryItem) -> list[list[str]]:
+    """The item's paths in its person's memory tree, root first (a leaf in two clusters
+    has two); none while the tree has not placed it. Reads the leaf's candidates (its
+    own key, or the notes of its conversation) and the nodes above the leaves."""
+    leaf_keys = or_(
+        TreeNode.key == f"item:{item.id}",
+        TreeNode.key.like(f"note:{item.conversation_id or 0}:%"),
+    )
+    mine = TreeNode.person_id == item.person_id
+    leaves = [
+        (key, list(parents))
+        for key, ids, parents in (
+            await session.execute(
+                select(TreeNode.key, TreeNode.item_ids, TreeNode.parent_keys).where(
+                    mine, TreeNode.level == 0, leaf_keys
+                )
+            )
+        ).all()
+        if item.id in ids
+    ]
+    above = {
+        key: list(parents)
+        for key, parents in (
+            await session.execute(
+                select(TreeNode.key, TreeNode.parent_keys).where(mine, TreeNode.level > 0)
+            )
+        ).all()
+    }
+
+    def up(key: str, parents: list[str]) -> list[list[str]]:
+        found = [p for p in parents if p in above]
+        if not found:
+            return [[key]]
+        return [[*path, key] for p in found for path in up(p, above[p])]
+
+    return [path for key, parents in leaves for path in up(key, parents)]
+
+
 async def show(store: Store, item_id: int) -> dict[str, Any]:
-    """One item with its provenance (source messages) and versions, oldest first."""
+    """One item with its provenance (source messages), versions, oldest first, and its
+    paths in the memory tree."""
     async with store.reader() as session:
         item = await session.get(MemoryItem, item_id)
         if item is None:
@@ -166,8 +208,10 @@ async def show(store: Store, item_id: int) -> dict[str, Any]:
                     "client_id": message.client_id,
                 }
             )
+        paths = await tree_paths(session, item)
     return {
         "item": _item_json(item),
         "sources": sources,
         "versions": [_item_json(i) for i in (*older, *chain)],
+        "tree": paths,
     }

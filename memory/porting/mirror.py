@@ -5,9 +5,11 @@ The files are the Markdown view ``agentgw memory export`` writes
 lossless ``agentgw.jsonl``, whose vectors would make every turn a megabyte-sized
 change in a person's git history). One background task owns the folder:
 
-- every ``mirror_interval_s`` it reads a fingerprint of each person's memory
-  (one grouped query per table: counts, newest ids, newest status changes, pins,
-  the newest profile and tree node); a person whose fingerprint moved gets their
+- every ``mirror_interval_s`` after this process committed a write (and every
+  ``IDLE_INTERVALS`` intervals otherwise, for other processes' writes) it reads a
+  fingerprint of each person's memory (one grouped query per table: counts,
+  newest ids, newest status changes, pins, the newest profile and tree node);
+  a person whose fingerprint moved gets their
   files rendered again and the ones that differ rewritten, at most
   ``mirror_people_per_pass`` people a pass, so a burst of changes is one write
   and the work of a pass is bounded. Reading and rendering run off the reply
@@ -60,6 +62,10 @@ OURS = re.compile(
 _FOLDER = re.compile(r"^person-(\d+)$")
 # A person's next pass waits this many times as long as their last one took.
 DUTY = 4.0
+# While this process commits nothing, the fingerprints are read only every this many
+# intervals (30 s at the default 2 s): what changes then is another process's write
+# (a cluster's other gateways), which waits that long to show.
+IDLE_INTERVALS = 15
 # How many of the texts written to one file are remembered to find an edit's base.
 _HISTORY = 8
 _VIEW_ITEM_COLUMNS = (
@@ -218,6 +224,12 @@ class MemoryMirror:
         # Per file: a malformed edit's text, logged once and left alone until changed.
         self._rejected: dict[Path, str] = {}
         self.passes = 0
+        # The last fingerprints read, the store's commit count before that read, and
+        # when they are read again though this process wrote nothing.
+        self._prints: dict[int, tuple[Any, ...]] | None = None
+        self._commits_seen = -1
+        self._recheck_at = 0.0
+        self.fingerprint_reads = 0
         # Called after each pass (tests wait on it).
         self.on_pass: Callable[[], None] | None = None
 
@@ -279,10 +291,25 @@ class MemoryMirror:
                 )
                 self._written[path].clear()
 
+    async def _fingerprints(self) -> dict[int, tuple[Any, ...]]:
+        """Each person's fingerprint: read again when this process has committed a write
+        since the last read, else every ``IDLE_INTERVALS`` intervals (an idle gateway
+        does not query the store every interval)."""
+        clock = asyncio.get_running_loop().time
+        commits = self.store.commits
+        if self._prints is None or commits != self._commits_seen or clock() >= self._recheck_at:
+            # The count is taken before the read: a write committed during it is seen
+            # by the next pass.
+            self._commits_seen = commits
+            self._prints = await self.store.read(fingerprints)
+            self.fingerprint_reads += 1
+            self._recheck_at = clock() + IDLE_INTERVALS * self.config.memory.mirror_interval_s
+        return self._prints
+
     async def sync(self) -> None:
         """Read back and write the files of the people whose memory or files changed
         (a bounded number a pass)."""
-        prints = await self.store.read(fingerprints)
+        prints = await self._fingerprints()
         for person_id in set(self._people) - set(prints):
             del self._people[person_id]
         due = []

@@ -48,13 +48,20 @@ def render_profile(name: str, profiles: Sequence[dict[str, Any]], zone: tzinfo) 
     return split_parts("MEMORY", header, lines)
 
 
-def _node_head(node: dict[str, Any], zone: tzinfo) -> str:
+def _item_count(node: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> int:
+    """The items under a node; the root keeps only its topics (memory/tree/models.py)."""
+    if node["level"] < 3:
+        return len(node["item_ids"])
+    return len({i for k in node["child_keys"] if k in nodes for i in nodes[k]["item_ids"]})
+
+
+def _node_head(node: dict[str, Any], nodes: dict[str, dict[str, Any]], zone: tzinfo) -> str:
     names = {3: "Root", 2: "Topic", 1: "Cluster"}
     span = f"{_day(node['first_at'], zone)} to {_day(node['last_at'], zone)}"
     mark = ", corrected by hand" if node["corrected"] else ""
     return (
         f"{names.get(node['level'], 'Node')} {node['key']} ({span}; "
-        f"version {node['version']}, {node['model']}{mark}; {len(node['item_ids'])} items)"
+        f"version {node['version']}, {node['model']}{mark}; {_item_count(node, nodes)} items)"
     )
 
 
@@ -79,7 +86,7 @@ def _subtree(
         return []
     if node["level"] == 0:
         return [_leaf(node, zone)]
-    out = ["", f"{'#' * depth} {_node_head(node, zone)}", "", *_summary(node)]
+    out = ["", f"{'#' * depth} {_node_head(node, nodes, zone)}", "", *_summary(node)]
     children = [c for c in node["child_keys"] if c in nodes]
     leaves = [c for c in children if nodes[c]["level"] == 0]
     if leaves:
@@ -115,7 +122,7 @@ def render_tree(name: str, rows: Sequence[dict[str, Any]], zone: tzinfo) -> dict
     files: dict[str, str] = {}
     outline: list[str] = []
     for top in tops:
-        outline.extend(["", f"## {_node_head(nodes[top], zone)}", "", *_summary(nodes[top])])
+        outline.extend(["", f"## {_node_head(nodes[top], nodes, zone)}", "", *_summary(nodes[top])])
         for child in nodes[top]["child_keys"]:
             node = nodes.get(child)
             if node is None or node["level"] == 0:
@@ -124,6 +131,6 @@ def render_tree(name: str, rows: Sequence[dict[str, Any]], zone: tzinfo) -> dict
             branch = _subtree(child, nodes, 2, zone, set())
             parts = split_parts(stem, f"{header}: {child}", branch[1:])
             files.update(parts)
-            outline.append(f"- {_node_head(node, zone)}: in {', '.join(sorted(parts))}")
+            outline.append(f"- {_node_head(node, nodes, zone)}: in {', '.join(sorted(parts))}")
     files.update(split_parts("tree", header, outline[1:]))
     return files

@@ -33,7 +33,7 @@ from memory.tree import build as tb
 
 
 class NodeLike(Protocol):
-    """What ``place`` reads of a stored node (``service.NodeView`` has these)."""
+    """What ``place`` reads of a stored node (``view.NodeView`` has these)."""
 
     key: str
     level: int
@@ -41,6 +41,7 @@ class NodeLike(Protocol):
     child_keys: list[str]
     parent_keys: list[str]
     quotes: list[tb.Quote]
+    model: str
     vector: NDArray[np.float32] | None
 
 
@@ -288,6 +289,23 @@ def summarise(
     def lines_of(leaf: str) -> list[tb.Quote]:
         return lines[leaf] if leaf in lines else list(old[leaf].quotes)
 
+    def kept_quotes(
+        key: str, children: list[str], fresh: Callable[[str], bool]
+    ) -> list[tb.Quote] | None:
+        """The node's stored quotes when its summary would come out the same: an
+        extractive node with the same children, none of whose lines changed (``central``
+        gives the same pick for the same input). A grown note whose best lines stay as
+        they were then costs one ranking, not one per level."""
+        node = old.get(key)
+        if node is None or node.model != tb.EXTRACTIVE or list(node.child_keys) != children:
+            return None
+        if any(fresh(child) for child in children):
+            return None
+        return list(node.quotes)
+
+    def leaf_fresh(leaf: str) -> bool:
+        return leaf not in old or (leaf in lines and lines[leaf] != list(old[leaf].quotes))
+
     # Leaves that changed cluster in a split (their own node is otherwise unchanged).
     for key, found in out.leaf_parents.items():
         if key not in out.leaves and key in old:
@@ -301,7 +319,11 @@ def summarise(
         group = tb.Group(
             key, 1, members, sorted({i for m in members for i in out.leaf_items(m, old)})
         )
-        tb.summarise(group, [q for m in members for q in lines_of(m)], 3)
+        same = kept_quotes(key, members, leaf_fresh)
+        if same is not None:
+            group.quotes = same
+        else:
+            tb.summarise(group, [q for m in members for q in lines_of(m)], 3)
         clusters.append(group)
         vectors[key] = out.sums[key]
         cluster_quotes[key], cluster_items[key] = group.quotes, group.item_ids
@@ -320,27 +342,44 @@ def summarise(
     def items_of_cluster(key: str) -> list[int]:
         return cluster_items[key] if key in cluster_items else list(old[key].item_ids)
 
+    def cluster_fresh(key: str) -> bool:
+        return key not in old or (
+            key in cluster_quotes and cluster_quotes[key] != list(old[key].quotes)
+        )
+
     topics: list[tb.Group] = []
     for key in sorted(out.topics):
         kids = out.topics[key]
         group = tb.Group(key, 2, kids, sorted({i for c in kids for i in items_of_cluster(c)}))
-        tb.summarise(group, [q for c in kids for q in quotes_of_cluster(c)], 3)
+        same = kept_quotes(key, kids, cluster_fresh)
+        if same is not None:
+            group.quotes = same
+        else:
+            tb.summarise(group, [q for c in kids for q in quotes_of_cluster(c)], 3)
         topics.append(group)
         vectors[key] = np.sum([cluster_unit(out, old, c) for c in kids], axis=0).astype(np.float32)
         parents[key] = ["root"]
     topic_quotes = {g.key: g.quotes for g in topics}
-    topic_items = {g.key: g.item_ids for g in topics}
-    every = _root_items(out, old, topic_items)
-    root = tb.Group("root", 3, list(out.root_kids), every)
-    tb.summarise(
-        root,
-        [
-            q
-            for t in out.root_kids
-            for q in (topic_quotes[t] if t in topic_quotes else old[t].quotes)
-        ],
-        min(5, max(2, len(out.root_kids))),
-    )
+
+    def topic_fresh(key: str) -> bool:
+        return key not in old or (
+            key in topic_quotes and topic_quotes[key] != list(old[key].quotes)
+        )
+
+    root = tb.Group("root", 3, list(out.root_kids))
+    same = kept_quotes("root", root.child_keys, topic_fresh)
+    if same is not None:
+        root.quotes = same
+    else:
+        tb.summarise(
+            root,
+            [
+                q
+                for t in out.root_kids
+                for q in (topic_quotes[t] if t in topic_quotes else old[t].quotes)
+            ],
+            min(5, max(2, len(out.root_kids))),
+        )
     # A leaf that only moved keeps its own line: its stored quote, no read needed.
     for key in moved_leaves:
         node = old[key]
@@ -348,28 +387,3 @@ def summarise(
         leaves.append(tb.Leaf(key, list(node.item_ids), kept, tb.unit(_vector(node)), lines=kept))
         vectors[key] = _vector(node)
     return Grown(tb.Built(leaves, clusters, topics, root), parents, vectors)
-
-
-def _root_items(
-    out: Placement, old: Mapping[str, NodeLike], topic_items: Mapping[str, list[int]]
-) -> list[int]:
-    """The root's items: the old root's and the new ones (an update only adds items, and
-    splits keep every one). At 100k items the union of every topic's ids was a tenth of
-    an update's CPU; the old list is sorted, so timsort merges it in one pass."""
-    root = old.get("root")
-    if root is None:
-        return sorted(
-            {
-                i
-                for t in out.root_kids
-                for i in (topic_items[t] if t in topic_items else old[t].item_ids)
-            }
-        )
-    # The ids a leaf gained here are new to the tree (an item is in one leaf only).
-    extra = [
-        i
-        for key, state in out.leaves.items()
-        for i in state.item_ids
-        if key not in old or i not in old[key].item_ids
-    ]
-    return sorted(root.item_ids + extra) if extra else list(root.item_ids)

@@ -13,10 +13,17 @@ from gateway.store.models import Base, utcnow
 
 class TreeNode(Base):
     """One node: level 0 a leaf (one memory item, or a note of episodes), 1 a cluster,
-    2 a topic, 3 the root. ``members`` are item ids (leaves) or child node keys."""
+    2 a topic, 3 the root. A node's members are its item ids and, above the leaves,
+    its children's keys; the root's are its topics only (``members_of`` gives its
+    items): a list of every item id, rewritten at every update, was half its cost."""
 
     __tablename__ = "memory_tree_nodes"
-    __table_args__ = (Index("ix_memory_tree_nodes_person_level", "person_id", "level"),)
+    __table_args__ = (
+        Index("ix_memory_tree_nodes_person_level", "person_id", "level"),
+        # An update reads and writes its few nodes by key (migration 0035): without it
+        # SQLite read every node of the person, item lists and all.
+        Index("ix_memory_tree_nodes_person_key", "person_id", "key"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     person_id: Mapped[int] = mapped_column(
@@ -26,7 +33,8 @@ class TreeNode(Base):
     key: Mapped[str] = mapped_column(String(200), nullable=False)
     level: Mapped[int] = mapped_column(Integer, nullable=False)
     parent_keys: Mapped[list[str]] = mapped_column(JSON, default=list)
-    # Memory item ids under the node (all levels), and the child keys (levels 1-3).
+    # Memory item ids under the node (levels 0-2; empty for the root, migration 0035),
+    # and the child keys (levels 1-3).
     item_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
     child_keys: Mapped[list[str]] = mapped_column(JSON, default=list)
     summary: Mapped[str] = mapped_column(Text, default="")
@@ -60,6 +68,8 @@ class TreeNodeVersion(Base):
     version: Mapped[int] = mapped_column(Integer, nullable=False)
     summary: Mapped[str] = mapped_column(Text, default="")
     item_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    # The node's children then (migration 0035): what the root's version was made of.
+    child_keys: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     model: Mapped[str] = mapped_column(String(100), default="extractive")
     # "build", "update", "rebuild" or "correction".
     reason: Mapped[str] = mapped_column(String(20), default="build")

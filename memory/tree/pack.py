@@ -9,13 +9,17 @@ dense similarities (how much the best item stands out):
   most two content words besides the names; or no content word at all besides
   the names ("Caroline?"); or a broad cue and a flat similarity spread (the
   best ANN hit less than ``FLAT_SPREAD`` above the mean of the top 20).
-- **thematic** (levels 1-2): a thematic cue ("what kinds of", "hobbies",
-  "interests", "in general", "usually") and not broad. ``thematic_pack`` takes
-  the ``THEME_CLUSTERS`` clusters whose centroids are nearest the query's vector
-  (collapsed-tree retrieval over level 1, as RAPTOR found best), each under its
-  topic (level 2): the topic's key line once, then the cluster's summary lines,
-  within ``THEME_SHARE`` of the budget. The flat pack fills the rest, so the
-  leaves a specific part of the question needs are still there.
+- **thematic** (levels 1-2): a thematic cue and not broad. The cue asks for a
+  range or a habit: a plural kind ("what kinds of", "what sorts of", "what
+  types of"), "hobbies", "interests", or a habitual "usually", "in general",
+  "tends to". The singular "what kind of X" is not one: it asks the kind of one
+  thing ("What kind of pot did they make?"), a specific question.
+  ``thematic_pack`` takes the ``THEME_CLUSTERS`` clusters whose centroids are
+  nearest the query's vector (collapsed-tree retrieval over level 1, as RAPTOR
+  found best), each under its topic (level 2): the topic's key line once, then
+  the cluster's summary lines, within ``THEME_SHARE`` of the budget. The flat
+  pack fills the rest, so the leaves a specific part of the question needs are
+  still there.
 - **specific** (leaves): everything else — the flat pack, unchanged.
 
 A broad pack walks root → topics → clusters → leaves: the root's lines, then,
@@ -36,8 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from memory.tree.build import Quote
-from memory.tree.service import EXTRACTIVE, NodeView
+from memory.tree.build import EXTRACTIVE, Quote
+from memory.tree.view import NodeView
 
 FLAT_SPREAD = 0.05
 # A thematic pack: this many clusters, within this share of the budget.
@@ -49,7 +53,7 @@ _BROAD = re.compile(
     re.I,
 )
 _THEMATIC = re.compile(
-    r"\b(what kinds? of|what sorts? of|hobbies|interests|in general|usually|tends? to)\b", re.I
+    r"\b(what (?:kinds|sorts|types) of|hobbies|interests|in general|usually|tends? to)\b", re.I
 )
 _WORD = re.compile(r"[a-z']+")
 _STOP = frozenset(

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from gateway.clock import local_day
 from gateway.config import MemoryConfig
@@ -41,67 +40,23 @@ from memory.embed import from_blob, to_blob
 from memory.models import MemoryItem
 from memory.repo.vectors import stored_vectors
 from memory.tree import build as tb
-from memory.tree import grow
+from memory.tree import grow, rows
 from memory.tree.models import TreeNode, TreeNodeVersion
 from memory.tree.queue import UpdateQueue
+from memory.tree.view import NodeView, aware, view_of
 from memory.types import ItemStatus, ItemType
 from memory.utility import UtilityModel
 
 log = logging.getLogger(__name__)
 
-EXTRACTIVE = "extractive"
+EXTRACTIVE = tb.EXTRACTIVE
+# A person with no tree and more items than this is built by the nightly rebuild, not by
+# an update (``MemoryTree._build_waits_for_the_night``).
+FIRST_BUILD_MAX_ITEMS = 5000
 _ABSTRACT = (
     "Summarise these dated memories of one person in at most three short sentences. "
     "Say only what they state."
 )
-
-
-@dataclass
-class NodeView:
-    """A stored node as the pack and the panel read it."""
-
-    key: str
-    level: int
-    summary: str
-    item_ids: list[int]
-    child_keys: list[str]
-    parent_keys: list[str]
-    quotes: list[tb.Quote]
-    model: str
-    version: int
-    first_at: datetime | None
-    last_at: datetime | None
-    speakers: set[str] = field(default_factory=set)
-    vector: NDArray[np.float32] | None = None  # see TreeNode.vector
-
-
-def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def _quote(raw: Sequence[Any]) -> tb.Quote:
-    return tb.Quote(
-        _aware(datetime.fromisoformat(str(raw[0]))), str(raw[1]), str(raw[2]), int(raw[3])
-    )
-
-
-def _view(row: TreeNode) -> NodeView:
-    quotes = [_quote(q) for q in row.quotes]
-    return NodeView(
-        row.key,
-        row.level,
-        row.summary,
-        list(row.item_ids),
-        list(row.child_keys),
-        list(row.parent_keys),
-        quotes,
-        row.model,
-        row.version,
-        row.first_at,
-        row.last_at,
-        {q.speaker for q in quotes},
-        from_blob(row.vector) if row.vector is not None else None,
-    )
 
 
 class MemoryTree(UpdateQueue):
@@ -121,6 +76,8 @@ class MemoryTree(UpdateQueue):
         self._utility = utility
         self._cache: dict[int, dict[str, NodeView]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        # People whose first build waits for the nightly rebuild (logged once each).
+        self._deferred: set[int] = set()
         UpdateQueue.__init__(self)
         # Whether the pack uses the tree (a bench measures the flat pack beside it).
         self.packing = True
@@ -132,35 +89,37 @@ class MemoryTree(UpdateQueue):
         cached = self._cache.get(person_id)
         if cached is not None:
             return cached
-        async with self.store.reader() as session:
-            rows = (
-                await session.scalars(select(TreeNode).where(TreeNode.person_id == person_id))
-            ).all()
-            found = {row.key: _view(row) for row in rows}
+        found = {
+            row.key: view_of(row)
+            for row in await self.store.read(lambda c: rows.read_nodes(c, person_id))
+        }
         _speakers(found, list(found.values()))
         self._cache[person_id] = found
         return found
 
     async def versions(self, person_id: int, key: str) -> list[dict[str, Any]]:
-        async with self.store.reader() as session:
-            rows = (
-                await session.scalars(
-                    select(TreeNodeVersion)
-                    .where(TreeNodeVersion.person_id == person_id, TreeNodeVersion.key == key)
-                    .order_by(TreeNodeVersion.version)
-                )
-            ).all()
-            return [
+        """A node's versions, oldest first."""
+        return (await self.versions_of(person_id, [key])).get(key, [])
+
+    async def versions_of(
+        self, person_id: int, keys: Sequence[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """These nodes' versions, oldest first, in one read (the panel's page shows every
+        node above the leaves: one query each was 281 at 100k items)."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for r in await self.store.read(lambda c: rows.read_versions(c, person_id, keys)):
+            found.setdefault(r.key, []).append(
                 {
                     "version": r.version,
                     "summary": r.summary,
                     "item_ids": list(r.item_ids),
+                    "child_keys": list(r.child_keys),
                     "model": r.model,
                     "reason": r.reason,
-                    "written_at": r.written_at.isoformat(),
+                    "written_at": aware(r.written_at).isoformat(),
                 }
-                for r in rows
-            ]
+            )
+        return found
 
     # -- the leaves ----------------------------------------------------------------
 
@@ -200,7 +159,7 @@ class MemoryTree(UpdateQueue):
         for item_id, kind, content, speaker, said, conversation in rows:
             if item_id not in found:
                 continue
-            at = _aware(said)
+            at = aware(said)
             quotes = tb.quotes_of(int(item_id), content, at, speaker or "")
             if kind != ItemType.EPISODE:
                 raw = found[item_id][0]
@@ -245,6 +204,8 @@ class MemoryTree(UpdateQueue):
             if not any(n.level == 1 for n in old.values()) or any(
                 n.vector is None for n in old.values() if n.level < 3
             ):
+                if await self._build_waits_for_the_night(person_id):
+                    return 0
                 leaves = await self.leaves(person_id)
                 built = await asyncio.to_thread(
                     tb.build, leaves, self.config.tree_cluster_max, self.config.tree_topic_max
@@ -253,18 +214,17 @@ class MemoryTree(UpdateQueue):
                 return await self._save(person_id, built, "build", replace_all=True)
             if not pending:
                 return 0
-            rows = await self._rows(person_id, pending)
-            found = await stored_vectors(self.store, [int(r[0]) for r in rows])
+            # The queued items with their vectors, in one read.
+            queued = await self._rows(person_id, pending, with_vectors=True)
             zone = await self.zones.of(person_id)
             items = [
                 grow.NewItem(
                     self._leaf_key(kind, int(item_id), said, speaker, conversation, zone),
                     int(item_id),
-                    found[item_id][0],
+                    from_blob(vector),
                     speaker or "",
                 )
-                for item_id, kind, _, speaker, said, conversation in rows
-                if item_id in found
+                for item_id, kind, _, speaker, said, conversation, vector in queued
             ]
             if not items:
                 return 0
@@ -277,7 +237,7 @@ class MemoryTree(UpdateQueue):
                 self.config.tree_soft_margin,
             )
             texts = {
-                int(item_id): (content, _aware(said), speaker or "")
+                int(item_id): (content, aware(said), speaker or "")
                 for item_id, _, content, speaker, said, _ in await self._rows(
                     person_id, placed.read_ids(old), active_only=False
                 )
@@ -292,34 +252,46 @@ class MemoryTree(UpdateQueue):
                 vectors=grown.vectors,
             )
 
+    async def _build_waits_for_the_night(self, person_id: int) -> bool:
+        """Whether a person with no tree has too many items to build one now: the tree
+        just turned on over a store that has them (at 100k items a build is about a
+        minute of a worker thread). The nightly rebuild builds it, when it costs no
+        reply anything; their queued ids are dropped (the rebuild reads every item)."""
+        count = await self.store.read(
+            lambda c: rows.count_items(c, person_id, episodes=self.config.tree_episode_notes)
+        )
+        if count <= FIRST_BUILD_MAX_ITEMS:
+            return False
+        if person_id not in self._deferred:
+            self._deferred.add(person_id)
+            log.info(
+                "tree: person %d has %d items and no tree yet; the nightly job builds it",
+                person_id,
+                count,
+            )
+        return True
+
     async def _rows(
-        self, person_id: int, ids: Sequence[int], *, active_only: bool = True
+        self,
+        person_id: int,
+        ids: Sequence[int],
+        *,
+        active_only: bool = True,
+        with_vectors: bool = False,
     ) -> list[Any]:
-        """The leaves' columns of these items (of this person), in date order."""
-        kinds = [MemoryItem.type != ItemType.EPISODE]
-        out: list[Any] = []
-        async with self.store.reader() as session:
-            for start in range(0, len(ids), 5000):
-                out.extend(
-                    (
-                        await session.execute(
-                            select(
-                                MemoryItem.id,
-                                MemoryItem.type,
-                                MemoryItem.content,
-                                MemoryItem.speaker,
-                                MemoryItem.occurred_at,
-                                MemoryItem.conversation_id,
-                            ).where(
-                                MemoryItem.person_id == person_id,
-                                MemoryItem.id.in_(list(ids[start : start + 5000])),
-                                *((MemoryItem.status == ItemStatus.ACTIVE,) if active_only else ()),
-                                *(() if self.config.tree_episode_notes else kinds),
-                            )
-                        )
-                    ).all()
-                )
-        return sorted(out, key=lambda r: (_aware(r[4]), r[0]))
+        """The leaves' columns of these items (of this person), in date order; with
+        ``with_vectors`` the embedded ones only, each with its stored vector last."""
+        found = await self.store.read(
+            lambda c: rows.read_items(
+                c,
+                person_id,
+                ids,
+                active_only=active_only,
+                episodes=self.config.tree_episode_notes,
+                with_vectors=with_vectors,
+            )
+        )
+        return sorted(found, key=lambda r: (aware(r[4]), r[0]))
 
     @staticmethod
     def _leaf_key(
@@ -333,7 +305,7 @@ class MemoryTree(UpdateQueue):
         if kind != ItemType.EPISODE:
             return f"item:{item_id}"
         return (
-            f"note:{conversation or 0}:{local_day(_aware(said), zone).isoformat()}:{speaker or ''}"
+            f"note:{conversation or 0}:{local_day(aware(said), zone).isoformat()}:{speaker or ''}"
         )
 
     async def _abstract(self, quotes: Sequence[tb.Quote]) -> tuple[str, str] | None:
@@ -372,7 +344,6 @@ class MemoryTree(UpdateQueue):
             vectors = await asyncio.to_thread(built.vectors)
         # A leaf's line is a TF-IDF pick: a rebuild makes one per leaf, in a worker thread.
         specs = await asyncio.to_thread(_specs, built)
-        written = 0
         # The utility model writes abstractive summaries in the nightly rebuild only, and
         # only for nodes whose members' quotes changed (the cost is bounded by what
         # changed, and the reply's path never waits on a model): between rebuilds, a
@@ -395,72 +366,30 @@ class MemoryTree(UpdateQueue):
                 abstract = await self._abstract(quotes)
                 if abstract is not None:
                     abstracts[key] = abstract
-        keys = [spec[0] for spec in specs]
-        views: dict[str, NodeView] = {}
-        async with self.store.session() as session:
-            query = select(TreeNode).where(TreeNode.person_id == person_id)
-            existing = {
-                row.key: row
-                for row in (
-                    await session.scalars(
-                        query if replace_all else query.where(TreeNode.key.in_(keys))
-                    )
-                ).all()
-            }
-            for key, level, children, items, quotes, first, last in specs:
+        writes = [
+            rows.NodeWrite(
+                key,
+                level,
+                children,
+                items,
                 # The quotes are kept as the summary's basis either way; the pack quotes
                 # them only from an extractive node (an abstractive one credits nothing).
-                stored_quotes = [q.as_list() for q in quotes]
-                summary, model = abstracts.get(
-                    key, ("\n".join(q.render() for q in quotes), EXTRACTIVE)
-                )
-                row = existing.pop(key, None)
-                if row is None:
-                    row = TreeNode(
-                        person_id=person_id, key=key, level=level, version=0, corrected=False
-                    )
-                    session.add(row)
-                row.level = level
-                row.parent_keys = parents.get(
-                    key, list(row.parent_keys or []) if not replace_all else []
-                )
-                row.child_keys = children
-                row.first_at, row.last_at = first, last
-                vector = vectors.get(key)
-                row.vector = to_blob(vector) if vector is not None else None
-                changed = (
-                    row.summary != summary
-                    or row.model != model
-                    or list(row.item_ids or []) != items
-                )
-                row.item_ids = items
-                if row.corrected:
-                    # A person's correction outlives rebuilds: only the members change.
-                    changed = False
-                elif changed:
-                    row.summary, row.model, row.quotes = summary, model, stored_quotes
-                if changed or row.version == 0:
-                    row.version += 1
-                    row.updated_at = now
-                    session.add(
-                        TreeNodeVersion(
-                            person_id=person_id,
-                            key=key,
-                            version=row.version,
-                            summary=row.summary,
-                            item_ids=items,
-                            model=row.model,
-                            reason=reason,
-                            written_at=now,
-                        )
-                    )
-                    written += 1
-                views[key] = _view(row)
-            if replace_all and existing:
-                # Gone from the tree (their versions stay, for the record).
-                await session.execute(
-                    delete(TreeNode).where(TreeNode.id.in_([r.id for r in existing.values()]))
-                )
+                [q.as_list() for q in quotes],
+                *abstracts.get(key, ("\n".join(q.render() for q in quotes), EXTRACTIVE)),
+                first,
+                last,
+                to_blob(vectors[key]) if key in vectors else None,
+                parents.get(key),
+            )
+            for key, level, children, items, quotes, first, last in specs
+        ]
+        # Plain statements in the writer thread, one transaction (memory/tree/rows.py).
+        written, stored = await self.store.write(
+            lambda c: rows.write_nodes(
+                c, person_id, writes, reason=reason, replace_all=replace_all, now=now
+            )
+        )
+        views = {view.key: view for view in stored}
         cached = self._cache.get(person_id)
         if replace_all or cached is None:
             self._cache.pop(person_id, None)
@@ -468,7 +397,7 @@ class MemoryTree(UpdateQueue):
             # The cached tree takes the written nodes in place: the next pack does not
             # read the whole tree again after every update.
             cached.update(views)
-            _speakers(cached, [views[k] for k in keys if views[k].level > 0])
+            _speakers(cached, [v for v in views.values() if v.level > 0])
         return written
 
     async def correct(self, person_id: int, key: str, summary: str) -> int:
@@ -490,6 +419,7 @@ class MemoryTree(UpdateQueue):
                     version=row.version,
                     summary=summary,
                     item_ids=list(row.item_ids),
+                    child_keys=list(row.child_keys),
                     model="person",
                     reason="correction",
                     written_at=now,
@@ -524,6 +454,15 @@ def _specs(built: tb.Built) -> list[Spec]:
             )
         )
     return specs
+
+
+def members_of(nodes: Mapping[str, NodeView], key: str) -> list[int]:
+    """The item ids under a node: its own list, or for the root (which keeps only its
+    topics) the union of its topics' lists."""
+    node = nodes[key]
+    if node.level < 3:
+        return node.item_ids
+    return sorted({i for k in node.child_keys if k in nodes for i in nodes[k].item_ids})
 
 
 def _speakers(nodes: dict[str, NodeView], groups: Sequence[NodeView]) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.tree.service import MemoryTree, NodeView
+from memory.tree.service import MemoryTree, members_of
+from memory.tree.view import NodeView
 from web.panel.people import named_people
 from web.panel.render import bad_request, gateway_of, json_body, not_found, query_int, render
 
@@ -35,7 +36,7 @@ def _node(
         "summary": node.summary,
         "model": node.model,
         "version": node.version,
-        "members": node.item_ids,
+        "members": members_of(nodes, node.key),
         "first": node.first_at.date().isoformat() if node.first_at else "",
         "last": node.last_at.date().isoformat() if node.last_at else "",
         "children": [_node(nodes[k], nodes, hits, path) for k in node.child_keys if k in nodes],
@@ -65,9 +66,9 @@ async def tree_data(request: web.Request) -> dict[str, Any]:
             data["q"] = request.query.get("q", "").strip()
             data["hits"] = len(hits)
             data["root"] = _node(nodes["root"], nodes, hits, path)
-            data["versions"] = {
-                k: await tree.versions(person, k) for k, n in nodes.items() if n.level > 0
-            }
+            data["versions"] = await tree.versions_of(
+                person, [k for k, n in nodes.items() if n.level > 0]
+            )
             key = request.query.get("diff", "")
             if key in data["versions"]:
                 data["diff"] = version_diff(
