@@ -202,6 +202,7 @@ def test_bench_gateway_prints_its_figures_as_json() -> None:
     figures = json.loads(result.stdout)
     assert set(figures) == {
         "stages",
+        "memory",
         "context_stages",
         "after_turn_stages",
         "conversations",
@@ -222,6 +223,8 @@ def test_bench_gateway_prints_its_figures_as_json() -> None:
     assert (figures["conversations"], figures["turns"], figures["errors"]) == (3, 6, 0)
     # The default stages ran, as the gateway itself reports them.
     assert figures["stages"] == "default"
+    # No --tree or --tree-window-s: the run overrides no [memory] setting.
+    assert figures["memory"] == {}
     assert {"memory", "history", "anchor"} <= set(figures["context_stages"])
     assert "memory-ingest" in figures["after_turn_stages"]
     # Figures read from the turns table: positive, and the parts within the whole.
