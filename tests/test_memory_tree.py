@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -27,6 +28,7 @@ from memory import repo
 from memory.embed import SentenceEmbedder
 from memory.jobs.base import JobContext
 from memory.jobs.nightly import nightly
+from memory.jobs.offload import CpuWork
 from memory.porting.lookup import show
 from memory.repo import NewItem
 from memory.service import Episode, MemoryService, PackRequest
@@ -155,6 +157,35 @@ async def test_incremental_updates_and_splits_lose_no_member(
     assert all(len(n.child_keys) <= 4 for n in after.values() if n.level == 1)
     await service.tree.rebuild(address.person_id)
     check_whole(await service.tree.nodes(address.person_id), ids)
+
+
+async def test_a_rebuilds_clusterings_run_in_the_jobs_process_and_build_the_same_tree(
+    service: MemoryService, address: Address
+) -> None:
+    ids: set[int] = set()
+    for day in range(len(DAYS)):
+        ids.update(await say(service, address, day))
+    await service.tree.idle()
+    await service.tree.rebuild(address.person_id)
+    in_process = await service.tree.nodes(address.person_id)
+    async with CpuWork("process") as cpu:
+        await service.tree.rebuild(address.person_id, cpu)
+        # Both clusterings (the clusters', then the topics') went to the job's process.
+        assert cpu.calls == 2
+        assert cpu.pid is not None
+        assert cpu.pid != os.getpid()
+    offloaded = await service.tree.nodes(address.person_id)
+    check_whole(offloaded, ids)
+
+    def shape(nodes: dict[str, NodeView]) -> dict[str, tuple[Any, ...]]:
+        return {
+            k: (n.level, sorted(n.child_keys), sorted(n.item_ids), n.summary)
+            for k, n in nodes.items()
+        }
+
+    # The same functions, seeded the same: the very tree the serving process built.
+    assert shape(offloaded) == shape(in_process)
+    assert any(n.level == 1 for n in offloaded.values())
 
 
 async def test_versions_are_kept_and_a_correction_survives_a_rebuild(

@@ -18,7 +18,8 @@ and a dry run changes nothing but lists each merge and promotion it would make.
    nothing).
 3. Extract: each registered extractor (the observer, registered by the app)
    processes the stored turns it has not processed.
-4. Rebalance: each person's memory tree is rebuilt whole (issue 23).
+4. Rebalance: each person's memory tree is rebuilt whole (issue 23); its two
+   clusterings run in the run's own process too (most of a large rebuild's CPU).
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ async def nightly(ctx: JobContext, settings: UpkeepJobsConfig | None = None) -> 
         merged, conflicts, known = await merge_duplicates(
             ctx, knobs.merge_cosine, knobs.merge_neighbours, cpu
         )
-    promoted = await promote_used(ctx, knobs.promote_step, knobs.promote_max)
-    extracted = await extract_backlog(ctx)
-    # 4. The memory trees rebuilt whole (memory/tree/job.py), after the merges.
-    rebalanced = await tree_job.rebalance(ctx)
+        promoted = await promote_used(ctx, knobs.promote_step, knobs.promote_max)
+        extracted = await extract_backlog(ctx)
+        # 4. The memory trees rebuilt whole (memory/tree/job.py), after the merges; their
+        # clusterings in the same job process as the merges' k-NN.
+        rebalanced = await tree_job.rebalance(ctx, cpu)
     return {
         "merged": merged,
         "promoted": promoted,

@@ -215,15 +215,34 @@ def summarise(group: Group, quotes: Sequence[Quote], k: int) -> None:
 
 
 def build(leaves: Sequence[Leaf], cluster_max: int, topic_max: int, *, seed: int = 0) -> Built:
-    """The whole tree over ``leaves``: clusters (level 1), topics (2), the root (3)."""
+    """The whole tree over ``leaves``: clusters (level 1), topics (2), the root (3).
+
+    In three steps so that a caller can run the two clusterings elsewhere (the
+    nightly rebuild runs them in the job's own process, memory/tree/service.py):
+    ``leaf_matrix`` → ``soft_clusters`` → ``clusters_of`` → ``soft_clusters`` of
+    the centroids → ``finish``."""
     leaves = list(leaves)
     if not leaves:
         return Built([], [], [], Group("root", 3, []))
-    matrix = np.stack([leaf.vector for leaf in leaves])
+    matrix = leaf_matrix(leaves)
+    clusters, centroids = clusters_of(leaves, matrix, soft_clusters(matrix, cluster_max, seed))
+    return finish(leaves, clusters, soft_clusters(centroids, topic_max, seed))
+
+
+def leaf_matrix(leaves: Sequence[Leaf]) -> NDArray[np.float32]:
+    """The leaves' vectors, a row each: what the clusters of level 1 are found in."""
+    return np.stack([leaf.vector for leaf in leaves])
+
+
+def clusters_of(
+    leaves: Sequence[Leaf], matrix: NDArray[np.float32], found: Sequence[Sequence[int]]
+) -> tuple[list[Group], NDArray[np.float32]]:
+    """Level 1 from ``soft_clusters``' rows of ``matrix``: the clusters, summarised, and
+    their unit centroids (a row each, what the topics are found in)."""
     clusters: list[Group] = []
     centres: list[NDArray[np.float32]] = []
-    for n, rows in enumerate(soft_clusters(matrix, cluster_max, seed)):
-        centres.append(unit(matrix[rows].mean(axis=0)))
+    for n, rows in enumerate(found):
+        centres.append(unit(matrix[list(rows)].mean(axis=0)))
         members = [leaves[r] for r in rows]
         group = Group(
             f"c:{n}",
@@ -235,12 +254,18 @@ def build(leaves: Sequence[Leaf], cluster_max: int, topic_max: int, *, seed: int
         # then re-ranks ~3 lines per leaf instead of every sentence of every member.
         summarise(group, [q for m in members for q in m.best_lines()], 3)
         clusters.append(group)
-    centroids = np.stack(centres)
+    return clusters, np.stack(centres)
+
+
+def finish(
+    leaves: Sequence[Leaf], clusters: Sequence[Group], found: Sequence[Sequence[int]]
+) -> Built:
+    """Levels 2 and 3 from ``soft_clusters``' rows of the clusters' centroids."""
     topics: list[Group] = []
     placed: set[int] = set()
-    for n, found in enumerate(soft_clusters(centroids, topic_max, seed)):
+    for n, rows_found in enumerate(found):
         # A cluster in one topic only: topics partition the clusters (soft below, hard here).
-        rows = [r for r in found if r not in placed]
+        rows = [r for r in rows_found if r not in placed]
         placed.update(rows)
         if not rows:
             continue
@@ -255,7 +280,7 @@ def build(leaves: Sequence[Leaf], cluster_max: int, topic_max: int, *, seed: int
     # The root's members are its topics: no list of every item (TreeNode's docstring).
     root = Group("root", 3, [t.key for t in topics])
     summarise(root, [q for t in topics for q in t.quotes], min(5, max(2, len(topics))))
-    return Built(leaves, clusters, topics, root)
+    return Built(list(leaves), list(clusters), topics, root)
 
 
 def nearest(

@@ -5,12 +5,14 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from memory.jobs.base import JobContext
+from memory.jobs.offload import CpuWork
 from memory.models import MemoryItem
 from memory.types import ItemStatus
 
 
-async def rebalance(ctx: JobContext) -> int:
+async def rebalance(ctx: JobContext, cpu: CpuWork | None = None) -> int:
     """Rebuild every person's tree (or the one person of the run); how many were rebuilt.
+    ``cpu``: where the rebuilds' clusterings run (the nightly's job process).
     Each rebuild is committed on its own, so a run stopped halfway keeps what it did
     and the next run simply rebuilds again (a rebuild is idempotent: unchanged
     summaries add no version)."""
@@ -35,6 +37,6 @@ async def rebalance(ctx: JobContext) -> int:
         if ctx.dry_run:
             ctx.would(f"rebuild the memory tree of person {person_id}")
         else:
-            await service.tree.rebuild(person_id)
+            await service.tree.rebuild(person_id, cpu)
         ctx.progress(done, len(people))
     return len(people)
