@@ -160,7 +160,7 @@ async def test_incremental_updates_and_splits_lose_no_member(
 
 
 async def test_a_rebuilds_clusterings_run_in_the_jobs_process_and_build_the_same_tree(
-    service: MemoryService, address: Address
+    service: MemoryService, address: Address, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids: set[int] = set()
     for day in range(len(DAYS)):
@@ -174,18 +174,40 @@ async def test_a_rebuilds_clusterings_run_in_the_jobs_process_and_build_the_same
         assert cpu.calls == 2
         assert cpu.pid is not None
         assert cpu.pid != os.getpid()
+    # The rebuild leaves the whole tree it wrote in the cache: no read of it follows.
+    reads: list[int] = []
+    read_nodes = rows.read_nodes
+
+    def counted(connection: Connection, person_id: int) -> Any:
+        reads.append(person_id)
+        return read_nodes(connection, person_id)
+
+    monkeypatch.setattr(rows, "read_nodes", counted)
     offloaded = await service.tree.nodes(address.person_id)
+    assert reads == []
     check_whole(offloaded, ids)
 
     def shape(nodes: dict[str, NodeView]) -> dict[str, tuple[Any, ...]]:
         return {
-            k: (n.level, sorted(n.child_keys), sorted(n.item_ids), n.summary)
+            k: (
+                n.level,
+                sorted(n.child_keys),
+                sorted(n.item_ids),
+                sorted(n.parent_keys),
+                n.summary,
+                sorted(n.speakers),
+                [q.text for q in n.quotes],
+            )
             for k, n in nodes.items()
         }
 
     # The same functions, seeded the same: the very tree the serving process built.
     assert shape(offloaded) == shape(in_process)
     assert any(n.level == 1 for n in offloaded.values())
+    # And the cached tree is the stored one.
+    service.tree._cache.clear()
+    assert shape(await service.tree.nodes(address.person_id)) == shape(offloaded)
+    assert reads == [address.person_id]
 
 
 async def test_versions_are_kept_and_a_correction_survives_a_rebuild(

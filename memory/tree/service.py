@@ -405,7 +405,12 @@ class MemoryTree(UpdateQueue):
         )
         views = {view.key: view for view in stored}
         cached = self._cache.get(person_id)
-        if replace_all or cached is None:
+        if replace_all:
+            # The written nodes are the whole tree: cached as they are, so the next pack
+            # does not read them back (at 100k items a pack waited 1.8 s for that read).
+            _speakers(views, [v for v in views.values() if v.level > 0])
+            self._cache[person_id] = views
+        elif cached is None:
             self._cache.pop(person_id, None)
         else:
             # The cached tree takes the written nodes in place: the next pack does not
