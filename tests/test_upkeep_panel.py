@@ -37,7 +37,15 @@ async def calendar_of(running: RunningGateway) -> UpkeepCalendar:
         )
 
     await calendar.store.write(two_hours_late)
-    assert [r.job for r in await calendar.catch_up()] == ["hourly"]
+    if not await calendar.catch_up():
+        # The calendar's own wake-up, a second past the hour, ran the same catch-up
+        # first (seen in a full run that reached this test at 06:00): wait for its run.
+        for _ in range(500):
+            if any(r.status.value != "running" for r in await calendar.history()):
+                break
+            await asyncio.sleep(0.02)
+    # Either way the overdue job ran once, and nothing else did.
+    assert [(r.job, r.status.value) for r in await calendar.history()] == [("hourly", "ok")]
     return calendar
 
 
