@@ -32,19 +32,17 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import select
 
-from gateway.clock import local_day
 from gateway.config import MemoryConfig
 from gateway.store import Store
+from gateway.store.db import sqlite_file
 from gateway.zones import PersonZones
 from memory.embed import from_blob, to_blob
-from memory.models import MemoryItem
-from memory.repo.vectors import stored_vectors
 from memory.tree import build as tb
-from memory.tree import grow, rows
+from memory.tree import grow, offline, rows
 from memory.tree.models import TreeNode, TreeNodeVersion
 from memory.tree.queue import UpdateQueue
 from memory.tree.view import NodeView, aware, view_of
-from memory.types import ItemStatus, ItemType
+from memory.types import ItemType
 from memory.utility import UtilityModel
 
 if TYPE_CHECKING:
@@ -128,57 +126,12 @@ class MemoryTree(UpdateQueue):
 
     async def leaves(self, person_id: int) -> list[tb.Leaf]:
         """The person's level 0 as it stands in the store (embedded items only)."""
-        kinds = [MemoryItem.type != ItemType.EPISODE]
-        async with self.store.reader() as session:
-            rows = (
-                await session.execute(
-                    select(
-                        MemoryItem.id,
-                        MemoryItem.type,
-                        MemoryItem.content,
-                        MemoryItem.speaker,
-                        MemoryItem.occurred_at,
-                        MemoryItem.conversation_id,
-                    )
-                    .where(
-                        MemoryItem.person_id == person_id,
-                        MemoryItem.status == ItemStatus.ACTIVE,
-                        MemoryItem.embedding.is_not(None),
-                        *(() if self.config.tree_episode_notes else kinds),
-                    )
-                    .order_by(MemoryItem.occurred_at, MemoryItem.id)
-                )
-            ).all()
-        found = await stored_vectors(self.store, [int(r[0]) for r in rows])
+        episodes = self.config.tree_episode_notes
+        found_rows, found = await self.store.read(
+            lambda c: offline.read_leaf_rows(c, person_id, episodes=episodes)
+        )
         zone = await self.zones.of(person_id)
-        return await asyncio.to_thread(self._leaves, rows, found, zone)
-
-    @staticmethod
-    def _leaves(
-        rows: Sequence[Any], found: dict[int, tuple[Any, str]], zone: tzinfo
-    ) -> list[tb.Leaf]:
-        leaves: list[tb.Leaf] = []
-        notes: dict[str, tuple[list[int], list[tb.Quote], list[Any], str]] = {}
-        for item_id, kind, content, speaker, said, conversation in rows:
-            if item_id not in found:
-                continue
-            at = aware(said)
-            quotes = tb.quotes_of(int(item_id), content, at, speaker or "")
-            if kind != ItemType.EPISODE:
-                raw = found[item_id][0]
-                leaves.append(
-                    tb.Leaf(f"item:{item_id}", [int(item_id)], quotes, tb.unit(raw), speaker, raw)
-                )
-                continue
-            key = MemoryTree._leaf_key(kind, int(item_id), at, speaker, conversation, zone)
-            ids, qs, vectors, _ = notes.setdefault(key, ([], [], [], speaker or ""))
-            ids.append(int(item_id))
-            qs.extend(quotes)
-            vectors.append(found[item_id][0])
-        for key, (ids, qs, vectors, speaker) in notes.items():
-            mean = np.mean(np.stack(vectors), axis=0).astype(np.float32)
-            leaves.append(tb.Leaf(key, ids, qs, tb.unit(mean), speaker, mean))
-        return leaves
+        return await asyncio.to_thread(offline.leaves_of, found_rows, found, zone)
 
     # -- building --------------------------------------------------------------------
 
@@ -193,8 +146,25 @@ class MemoryTree(UpdateQueue):
         the job's own process by default, so they do not hold the serving process's
         GIL against the packs. The same functions build the same tree either way."""
         async with self._lock(person_id):
-            leaves = await self.leaves(person_id)
             cluster_max, topic_max = self.config.tree_cluster_max, self.config.tree_topic_max
+            file_url = self.store.url.replace("+aiosqlite", "", 1)
+            if cpu is not None and cpu.kind == "process" and sqlite_file(file_url) is not None:
+                # The whole plan in the job's process, from the file: here only the write.
+                old = await self.nodes(person_id)
+                planned = await cpu.run(
+                    offline.plan,
+                    file_url,
+                    person_id,
+                    await self.zones.of(person_id),
+                    episodes=self.config.tree_episode_notes,
+                    cluster_max=cluster_max,
+                    topic_max=topic_max,
+                    old={
+                        k: (n.level, set(n.item_ids)) for k, n in old.items() if n.level in (1, 2)
+                    },
+                )
+                return await self._write(person_id, planned, "rebuild", replace_all=True)
+            leaves = await self.leaves(person_id)
             if cpu is None or not leaves:
                 built = await asyncio.to_thread(tb.build, leaves, cluster_max, topic_max)
             else:
@@ -316,11 +286,7 @@ class MemoryTree(UpdateQueue):
         conversation: int | None,
         zone: tzinfo,
     ) -> str:
-        if kind != ItemType.EPISODE:
-            return f"item:{item_id}"
-        return (
-            f"note:{conversation or 0}:{local_day(aware(said), zone).isoformat()}:{speaker or ''}"
-        )
+        return offline.leaf_key(kind, item_id, said, speaker, conversation, zone)
 
     async def _abstract(self, quotes: Sequence[tb.Quote]) -> tuple[str, str] | None:
         utility = self._utility()
@@ -348,16 +314,22 @@ class MemoryTree(UpdateQueue):
     ) -> int:
         """Write the built nodes (all of them with ``replace_all``, else only these, with
         the ``parents`` the update worked out) and a version for each changed summary."""
-        now = datetime.now(UTC)
         if parents is None:
-            parents = {}
-            for group in [*built.clusters, *built.topics, built.root]:
-                for child in group.child_keys:
-                    parents.setdefault(child, []).append(group.key)
+            parents = offline.parents_of(built)
         if vectors is None:
             vectors = await asyncio.to_thread(built.vectors)
         # A leaf's line is a TF-IDF pick: a rebuild makes one per leaf, in a worker thread.
-        specs = await asyncio.to_thread(_specs, built)
+        specs = await asyncio.to_thread(offline.specs_of, built)
+        return await self._write(
+            person_id, offline.Plan(specs, vectors, parents), reason, replace_all=replace_all
+        )
+
+    async def _write(
+        self, person_id: int, planned: offline.Plan, reason: str, *, replace_all: bool
+    ) -> int:
+        """Write ``planned``'s nodes and a version for each changed summary."""
+        now = datetime.now(UTC)
+        specs, vectors, parents = planned.specs, planned.vectors, planned.parents
         # The utility model writes abstractive summaries in the nightly rebuild only, and
         # only for nodes whose members' quotes changed (the cost is bounded by what
         # changed, and the reply's path never waits on a model): between rebuilds, a
@@ -447,32 +419,6 @@ class MemoryTree(UpdateQueue):
             version = row.version
         self._cache.pop(person_id, None)
         return version
-
-
-Spec = tuple[str, int, list[str], list[int], list[tb.Quote], datetime | None, datetime | None]
-
-
-def _specs(built: tb.Built) -> list[Spec]:
-    """Each node to write: key, level, children, items, quotes, first and last date."""
-    specs: list[Spec] = []
-    for leaf in built.leaves:
-        specs.append(
-            (leaf.key, 0, [], leaf.item_ids, leaf.best_lines(), leaf.first_at, leaf.last_at)
-        )
-    for group in [*built.clusters, *built.topics, built.root]:
-        ats = [q.at for q in group.quotes]
-        specs.append(
-            (
-                group.key,
-                group.level,
-                group.child_keys,
-                group.item_ids,
-                group.quotes,
-                min(ats, default=None),
-                max(ats, default=None),
-            )
-        )
-    return specs
 
 
 def members_of(nodes: Mapping[str, NodeView], key: str) -> list[int]:
