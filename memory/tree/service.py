@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +42,6 @@ from memory.tree import grow, offline, rows
 from memory.tree.models import TreeNode, TreeNodeVersion
 from memory.tree.queue import UpdateQueue
 from memory.tree.view import NodeView, aware, view_of
-from memory.types import ItemType
 from memory.utility import UtilityModel
 
 if TYPE_CHECKING:
@@ -203,7 +202,7 @@ class MemoryTree(UpdateQueue):
             zone = await self.zones.of(person_id)
             items = [
                 grow.NewItem(
-                    self._leaf_key(kind, int(item_id), said, speaker, conversation, zone),
+                    offline.leaf_key(kind, int(item_id), said, speaker, conversation, zone),
                     int(item_id),
                     from_blob(vector),
                     speaker or "",
@@ -276,17 +275,6 @@ class MemoryTree(UpdateQueue):
             )
         )
         return sorted(found, key=lambda r: (aware(r[4]), r[0]))
-
-    @staticmethod
-    def _leaf_key(
-        kind: ItemType,
-        item_id: int,
-        said: datetime,
-        speaker: str | None,
-        conversation: int | None,
-        zone: tzinfo,
-    ) -> str:
-        return offline.leaf_key(kind, item_id, said, speaker, conversation, zone)
 
     async def _abstract(self, quotes: Sequence[tb.Quote]) -> tuple[str, str] | None:
         utility = self._utility()
