@@ -18,11 +18,15 @@ the model reads it:
 
 The headline figures are the dev scenarios' (``tuned``, written beside the
 rules; ``held_out``, written after them and taken from LoCoMo; ``held_out_2``,
-written after the rules' last change). The held-out sets, written before the
-mechanisms they test (``held_out_frames``: verbs no slot rule reads;
-``held_out_3``: jobs, roles and other life statuses; ``lockbox``: more of those,
-first run once the status rules were frozen), are reported apart: each
-in ``by_split``, and together as the ``*_held_out`` keys. The keys are
+written after the rules' last change; ``lockbox``, jobs, roles and other life
+statuses, blind once, at 7eec89c: its two misses — "Guess who's head chef now!"
+and "I've joined the ESB as an apprentice trainer" ending nothing — were then
+read to build the role readings of memory/roles.py, so it is seen and is dev
+since). The held-out sets, written before the mechanisms they test
+(``held_out_frames``: verbs no slot rule reads; ``held_out_3``: jobs, roles and
+other life statuses, read while memory/statuses.py was built, so no longer
+blind either), are reported apart: each in ``by_split``, and together as the
+``*_held_out`` keys. The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
 one more function in that list.
 """
@@ -59,9 +63,10 @@ from memory.models import MemoryItem
 from memory.service import Episode, MemoryService, PackRequest, load_embedder
 
 TAGS = ("[superseded ", "[conflict]")
-DEV_SPLITS = ("tuned", "held_out", "held_out_2")
+# The lockbox was run blind once and its misses then read (memory/roles.py): dev.
+DEV_SPLITS = ("tuned", "held_out", "held_out_2", "lockbox")
 # Written before the mechanisms they test; never the headline figures.
-HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox")
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3")
 
 
 @dataclass
@@ -253,7 +258,7 @@ async def bench(
                 await time_packs(service, asked, repeats, run)
             finally:
                 await service.aclose()
-    # The headline keys are the dev scenarios' (the 42 the rules were read beside or
+    # The headline keys are the dev scenarios' (the 65 the rules were read beside or
     # checked on before); the held-out sets are reported on their own.
     dev = [o for o in run.outcomes if o.scenario.split in DEV_SPLITS]
     result = summary(replace(run, outcomes=dev))
@@ -287,7 +292,7 @@ def trust_targets(result: dict[str, Any]) -> list[Target]:
             (result["by_split"][split].get("current_first") or 0) >= 0.9,
             str(result["by_split"][split].get("current_first")),
         )
-        for split in ("held_out", "held_out_2", *HELD_OUT_SPLITS)
+        for split in (*DEV_SPLITS[1:], *HELD_OUT_SPLITS)
     ]
     targets += [
         at_most("outdated facts untagged in the pack", result["old_untagged"] or 0.0, 0.0, ""),
