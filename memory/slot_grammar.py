@@ -45,6 +45,29 @@ SPEAKER = r"(?:i|we)"  # "I" or "we", the speaker
 ADV = r"(?:(?:just|finally|recently|now|officially|actually|already|also|currently)\s+)?"
 HAVE = r"(?:'ve|\s+have|'d)?\s+"
 BE = r"(?:'m|\s+am|'re|\s+are)"
+# Adverbs between "I'm" / "I've" and a status: "I'm now", "I've just", "I'm officially".
+SOON = r"(?:(?:just|finally|recently|officially|actually|now|currently|still|newly)\s+)*"
+
+
+def wordset(words: str) -> frozenset[str]:
+    """A closed word list, written as one string."""
+    return frozenset(words.split())
+
+
+# "Guess who's head chef now!", "look who got promoted": the speaker, told as a riddle.
+# Said as a question ("guess who's getting married? My sister!") the clause is none.
+_GUESS_WHO = re.compile(r"\b(?:guess|look)\s+who(?P<verb>'s\s+been|'s|\s+is|\s+has|\s+)", re.I)
+_AS_SPEAKER = {"'s been": "I've been", "'s": "I'm", " is": "I am", " has": "I have", " ": "I "}
+
+
+def speaker_guessed(clause: str) -> str:
+    """A clause with "guess who ..." said of the speaker, as "I ..."."""
+    guess = _GUESS_WHO.search(clause)
+    if guess is None:
+        return clause
+    said = _AS_SPEAKER[re.sub(r"\s+", " ", guess["verb"].lower())]
+    return clause[: guess.start()] + said + clause[guess.end() :]
+
 
 _LEADING = re.compile(r"^(?:a|an|the|my|our|in|at)\s+", re.I)
 # Words that are not a value on their own ("I live in a flat", "I joined them").

@@ -21,7 +21,19 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memory.slot_grammar import ADV, BE, HAVE, OLD, SPEAKER, VALUE, Claim, normal, value_of
+from memory.roles import NOT_EMPLOYERS, told_as_history
+from memory.slot_grammar import (
+    ADV,
+    BE,
+    HAVE,
+    OLD,
+    SPEAKER,
+    VALUE,
+    Claim,
+    normal,
+    speaker_guessed,
+    value_of,
+)
 from memory.statuses import status_claims
 from memory.timeparse import resolve_window
 
@@ -75,8 +87,9 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("employer", rf"\b{_I}\s+{_ADV}work\s+(?:at|for)\s+{_VALUE}"),
         ("employer", rf"\b{_I}{_BE}\s+{_ADV}working\s+(?:at|for)\s+{_VALUE}"),
-        # "joined" names an employer only with a proper name ("I joined Acme", not "a club").
-        ("employer", rf"\b{_I}{_HAVE}{_ADV}joined\s+(?-i:(?=[A-Z])){_VALUE}"),
+        # "joined" names an employer only with a proper name ("I joined Acme", "I've
+        # joined the ESB"; not "a club"; "the Ramblers Club" is no employer either).
+        ("employer", rf"\b{_I}{_HAVE}{_ADV}joined\s+(?:the\s+)?(?-i:(?=[A-Z])){_VALUE}"),
         (
             "employer",
             rf"\b{_I}{_HAVE}{_ADV}(?:got|took|accepted|landed)\s+(?:a|an|the)\s+(?:new\s+)?"
@@ -92,7 +105,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"practice|firm|agency|salon|clinic))\b",
         ),
         # job title
-        ("job_title", rf"\b{_I}\s+{_ADV}work\s+as\s+(?:a|an)\s+{_VALUE}"),
+        # "I work as a TITLE" and the other shapes of a role: memory/roles.py, by the
+        # head noun of the title ("I work as a volunteer" is no job).
         ("job_title", rf"\b{_I}{_HAVE}{_ADV}(?:got\s+)?promoted\s+to\s+{_VALUE}"),
         ("job_title", rf"\bmy\s+(?:new\s+)?(?:job\s+)?title\s+is\s+(?:now\s+)?{_VALUE}"),
         # names of those close to them
@@ -220,12 +234,18 @@ _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?:(?:but|and|so)\s+)?")
 _SUBJECTLESS = re.compile(
     r"^(?:(?:just|finally|recently|also|officially)\s+)?(?=(?:moved|relocated|started|began|"
     r"joined|accepted|got|took|landed|quit|left|switched|lost|resigned|named|graduated|"
-    r"retired|finished|sold|stopped|went)\b)",
+    r"retired|finished|sold|stopped|went|qualified|became)\b)",
     re.I,
 )
-# A role or employer said as one more ("also", "too", "on the side") ends no other.
+# A role or employer said as one more ("also", "too", "on the side", "at weekends")
+# ends no other: a second job adds to the first ("I'm a nurse" and "I'm a DJ at
+# weekends" are both true). "I also teach yoga on weekends" is a frame of "teach"
+# (memory/frames.py), which ends no title either.
 _ADDITIVE = re.compile(
-    r"\b(?:also|too|as\s+well|on\s+the\s+side|side\s+(?:job|gig|hustle)|second\s+job)\b", re.I
+    r"\b(?:also|too|as\s+well|on\s+the\s+side|side\s+(?:job|gig|hustle)|second\s+job|"
+    r"(?:at|on|over\s+the)\s+weekends?|weekends|alongside|"
+    r"in\s+addition|moonlight(?:ing)?|in\s+my\s+(?:spare|free)\s+time)\b",
+    re.I,
 )
 _JOB_SLOTS = frozenset(("employer", "job_title"))
 # A move said with no word of a home ("I moved to X"): X may be a tool ("I've moved to
@@ -256,9 +276,11 @@ def claims(text: str, at: datetime | None = None) -> list[Claim]:
     """The claims a statement makes about its speaker, in the order of its clauses;
     at most one per attribute (the last said wins: "I moved to X, then to Y")."""
     found: dict[str, Claim] = {}
-    for said in _clauses(text):
-        if _QUESTION.search(said):
+    # Phones type a curly apostrophe (U+2019) for "I'm".
+    for told in _clauses(text.replace("\u2019", "'")):
+        if _QUESTION.search(told):
             continue
+        said = speaker_guessed(told)  # "Guess who's head chef now!"
         clause = "I " + said if _SUBJECTLESS.match(said) else said
         conditional = bool(_REPORTED.search(clause))
         read = _clause_claims(clause, at)
@@ -267,13 +289,21 @@ def claims(text: str, at: datetime | None = None) -> list[Claim]:
         if not conditional:
             read += status_claims(clause, at)
         additive = bool(_ADDITIVE.search(clause))
+        # "I joined Acme as an intern back in 2015": a job of the past (memory/roles.py).
+        history = any(c.attribute in _JOB_SLOTS for c in read) and told_as_history(clause, at)
         for claim in read:
             # "If I moved to Berlin ..." or "I might switch to tea" claims nothing.
             if conditional and not claim.ends:
                 continue
             # "I'm also a yoga instructor", "I also work at the bar": a second job.
-            if additive and claim.attribute in _JOB_SLOTS and not claim.ends:
+            if (additive or history) and claim.attribute in _JOB_SLOTS and not claim.ends:
                 continue
+            if (
+                claim.attribute == "employer"
+                and claim.value.split()[-1:]
+                and (claim.value.split()[-1] in NOT_EMPLOYERS)
+            ):
+                continue  # "I joined the Ramblers Club"
             found[f"gone:{claim.old}" if claim.gone else claim.attribute] = claim
     return list(found.values())
 

@@ -8,11 +8,10 @@ slot of that status (memory/slot_grammar.py's ``Claim``), beside the plain
 statements of the status ("I'm a nurse at St Mary's", "I'm a second-year
 student at Edinburgh", "I'm vegetarian"):
 
-- a role: "I'm (now) a/an/the TITLE (at ORG)", "they made me TITLE", "I became a
-  TITLE", "my new role is TITLE": ``job_title`` (and ``employer`` from "at ORG").
-  A title is a noun phrase ending in an occupation (``_OCCUPATIONS``, a closed
-  list of the heads of job titles: "manager", "nurse", "barista", "engineer"),
-  so "I'm a regular at the Crown" or "I'm a member of the club" claim no job;
+- a role, in any of its shapes ("I'm a nurse at St Mary's", "they made me team
+  lead", "I've joined the ESB as an apprentice trainer"): ``job_title`` (and
+  ``employer`` when named), read by memory/roles.py by the head noun of the
+  title, so "I'm a regular at the Crown" or "a member of the club" claim no job;
 - a promotion without a title: ``job_title`` renewed to a value it does not name;
 - the end of a job (laid off, fired, sacked, let go, made redundant, "lost/quit/
   left my job", resigned, retired, "I'm unemployed / between jobs"): ``employer``
@@ -42,57 +41,9 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 
-from memory.slot_grammar import VALUE, Claim, normal, value_of
+from memory.roles import role_claims
+from memory.slot_grammar import SOON, VALUE, Claim, normal, value_of, wordset
 from memory.timeparse import resolve_window
-
-
-def _wordset(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
-# The heads of job titles: the last word of "senior backend developer", "head chef",
-# "night nurse". Closed on purpose: a title that ends in another word claims nothing
-# (a missed role leaves both statements current; a wrong one would end a real job).
-_OCCUPATIONS = (
-    "manager|engineer|developer|designer|analyst|officer|director|assistant|lead|"
-    "supervisor|coordinator|consultant|specialist|technician|administrator|executive|"
-    "associate|intern|trainee|apprentice|nurse|doctor|surgeon|physician|gp|dentist|vet|"
-    "pharmacist|paramedic|physio|physiotherapist|therapist|psychologist|psychiatrist|"
-    "counsellor|counselor|midwife|carer|caregiver|teacher|lecturer|professor|tutor|"
-    "instructor|coach|trainer|headteacher|headmaster|headmistress|principal|librarian|"
-    "researcher|scientist|chemist|biologist|physicist|economist|statistician|lawyer|"
-    "solicitor|barrister|paralegal|attorney|judge|clerk|accountant|auditor|bookkeeper|"
-    "banker|broker|trader|cashier|barista|bartender|waiter|waitress|chef|cook|baker|"
-    "butcher|driver|courier|pilot|mechanic|electrician|plumber|carpenter|joiner|builder|"
-    "labourer|laborer|decorator|architect|surveyor|programmer|tester|sysadmin|"
-    "journalist|editor|reporter|writer|copywriter|photographer|producer|receptionist|"
-    "secretary|cleaner|caretaker|janitor|porter|firefighter|soldier|detective|"
-    "constable|farmer|gardener|florist|hairdresser|barber|stylist|salesperson|"
-    "salesman|saleswoman|representative|rep|agent|recruiter|buyer|planner|strategist|"
-    "marketer|translator|interpreter|worker|operator|foreman|founder|owner|ceo|cto|cfo|"
-    "coo|vp|president|dean|employee|contractor|adviser|advisor|inspector|controller|"
-    "dispatcher|shopkeeper|operative|technologist|nutritionist|dietitian|optician|"
-    "optometrist|radiographer|hygienist|educator|postdoc|curator|archivist|"
-    "scrum master|product owner|head of [a-z]+(?: [a-z]+)?"
-)
-# Up to three words before the head (the longest title), none a function word ("a fan
-# of the driver").
-_TITLE = (
-    r"(?P<title>(?:(?!(?:of|the|a|an|in|at|for|and|with|to|on|my|your|his|her|their)\b)"
-    rf"[\w'-]+\s+){{0,3}}(?:{_OCCUPATIONS})s?)\b(?![\w'])(?!-\w)"
-)
-# A title that says how well one does a thing, or for fun, is no job: "a good cook",
-# "a keen baker", "a backseat driver", "an amateur photographer".
-_NOT_JOBS = _wordset(
-    "good great decent terrible bad awful amazing brilliant fantastic keen huge big massive "
-    "natural born better best worse worst home amateur wannabe aspiring backseat weekend "
-    "hobby self-taught designated budding avid passionate lousy"
-)
-
-
-def _a_job(title: str) -> bool:
-    return not any(word in _NOT_JOBS for word in title.lower().split()[:-1])
-
 
 _STUDENT = (
     r"(?P<title>(?:(?:first|second|third|fourth|final|1st|2nd|3rd|4th)[- ]year\s+|phd\s+|"
@@ -103,32 +54,12 @@ _DIETS = (
     r"vegan|vegetarian|veggie|pescatarian|pescetarian|plant-based|keto|paleo|carnivore|"
     r"flexitarian|gluten-free|dairy-free|teetotal"
 )
-_PETS = _wordset("dog cat puppy kitten hamster rabbit bunny parrot horse tortoise")
+_PETS = wordset("dog cat puppy kitten hamster rabbit bunny parrot horse tortoise")
 
 _I_AM = r"\bi(?:'m|\s+am|'ve\s+been|\s+have\s+been)\s+"
 _I_HAVE = r"\bi(?:'ve|\s+have)?\s+"
-_SOON = r"(?:(?:just|finally|recently|officially|actually|now|currently|still)\s+)*"
+_SOON = SOON
 
-# "I'm a nurse at St Mary's", "I'm now an engineering manager", "I'm the operations
-# manager now", "I've been a product designer at Spotify".
-_ROLE = re.compile(
-    rf"{_I_AM}(?P<soon>{_SOON})(?:working\s+as\s+)?(?:a|an|the)\s+{_TITLE}"
-    rf"(?P<now>\s+now)?(?:\s+(?:at|for)\s+{VALUE})?",
-    re.I,
-)
-# Given a role: "they finally made me team lead", "I was made head of sales", "I
-# became a charge nurse", "I got promoted to senior analyst" (memory/slots.py).
-_MADE = re.compile(
-    rf"\b(?:(?:they|he|she|my\s+boss|my\s+manager|the\s+company|management)\s+"
-    rf"(?:\w+\s+)?made\s+me|i\s+(?:was|got|'ve\s+been|have\s+been)\s+(?:\w+\s+)?made|"
-    rf"i(?:'ve|\s+have)?\s+(?:\w+\s+)?(?:became|become))\s+(?:a\s+|an\s+|the\s+)?{_TITLE}",
-    re.I,
-)
-_MY_ROLE = re.compile(
-    rf"\bmy\s+(?P<new>new\s+)?(?:role|position|job)\s+is\s+(?P<now>now\s+)?"
-    rf"(?:a\s+|an\s+|the\s+)?{_TITLE}",
-    re.I,
-)
 # A promotion that names no title: the title changed, to one not said.
 _PROMOTED = re.compile(
     rf"(?:{_I_HAVE}{_SOON}(?:got|get|been|was)\s+(?:a\s+)?promot(?:ed|ion)\b(?!\s+to\b)|"
@@ -173,7 +104,7 @@ _GONE = re.compile(
     r"(?:passed\s+away|died|been\s+put\s+down|put\s+down|put\s+to\s+sleep)",
     re.I,
 )
-_NOT_NAMES = _wordset("i it he she they we this that there he's she's")
+_NOT_NAMES = wordset("i it he she they we this that there he's she's")
 
 
 # The frame verbs (stems, memory/frames.py) of a status: the end of the status ends
@@ -195,16 +126,9 @@ def status_claims(clause: str, at: datetime | None) -> list[Claim]:
         until = _until(clause, at)
         out.append(Claim("employer", "", old=value_of(ended), ends=True, until=until))
         out.append(Claim("job_title", "", ends=True, until=until))
-    elif (role := _ROLE.search(clause)) is not None and _a_job(role.group("title")):
-        said_now = bool(role["now"]) or "now" in role["soon"].lower()
-        out.append(Claim("job_title", normal(role.group("title")), renews=said_now))
-        if value_of(role):
-            out.append(Claim("employer", value_of(role)))
-    if ended is None:
-        for pattern in (_MADE, _MY_ROLE):
-            given = pattern.search(clause)
-            if given is not None and _a_job(given.group("title")):
-                out.append(Claim("job_title", normal(given.group("title")), renews=True))
+    else:
+        # A role (memory/roles.py): "I'm a nurse at St Mary's", "they made me team lead".
+        out += role_claims(clause, at)
         if _PROMOTED.search(clause) and not any(c.attribute == "job_title" for c in out):
             out.append(Claim("job_title", "", renews=True))
     if _FREELANCE.search(clause):

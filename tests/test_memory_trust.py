@@ -286,7 +286,8 @@ def test_one_ttl_table_drives_the_weekly_archive_and_stale() -> None:
         ("I no longer work at Google", Claim("employer", "", "google", ends=True)),
         ("I switched from Vim to Emacs", Claim("uses_editor", "emacs", "vim")),
         ("My favorite color is now green", Claim("favourite_color", "green")),
-        ("I got promoted to senior engineer", Claim("job_title", "senior engineer")),
+        # A promotion is a change, however soon after the old title (memory/roles.py).
+        ("I got promoted to senior engineer", Claim("job_title", "senior engineer", renews=True)),
         # statuses and life events (memory/statuses.py)
         ("I got promoted at work!", Claim("job_title", "", renews=True)),
         ("They finally made me team lead", Claim("job_title", "team lead", renews=True)),
