@@ -187,6 +187,7 @@ _NOT_A_JOB_AFTER = re.compile(
     rf"(?:in|on)\s+(?:the\s+|our\s+|my\s+|a\s+|an\s+)?(?:[\w'-]+\s+){{0,3}}?"
     rf"(?:{'|'.join(sorted(NOT_EMPLOYERS - _WORK_UNITS))})\b|"
     r"of\s+the\s+(?:month|year|week)\b|by\s+(?:training|background|education|degree|nature)\b|"
+    r"at\s+heart\b|"
     r"in\s+(?:the|a|my|our)\s+(?:game|play|show|film|movie|musical|dream|story|video)\b)",
     re.I,
 )
@@ -221,14 +222,15 @@ _STATE = re.compile(
 # "I took over as head chef".
 _GIVEN = re.compile(
     r"(?:\b(?:they|he|she|my\s+boss|my\s+manager|the\s+company|management|the\s+board|"
-    r"the\s+owners?)(?:'ve|'s|\s+have|\s+has)?\s+(?:\w+\s+)?(?:made|promoted|appointed|named)\s+"
+    r"the\s+owners?)(?:'ve|'s|\s+have|\s+has)?\s+(?:\w+\s+)?(?:made|promoted|appointed|named|"
+    r"hired|took\s+on|taken\s+on)\s+"
     r"me(?:\s+(?:to|as))?|"
     r"\bi(?:\s+was|\s+got|'ve\s+been|\s+have\s+been)\s+(?:\w+\s+)?(?:made|appointed(?:\s+as)?|"
     r"promoted\s+to|bumped\s+up\s+to)|"
     r"\bi(?:'ve|\s+have)?\s+(?:\w+\s+)?(?:became|become|moved\s+up\s+to|stepped\s+up\s+as|"
     r"took\s+over\s+as|taken\s+over\s+as|qualified\s+as)|"
     r"\bmy\s+(?:new\s+)?(?:role|position|job|title)\s+is(?:\s+now)?)"
-    r"\s+(?P<art>(?:a|an|the)\s+)?",
+    r"\s+(?P<art>(?:a|an|the|their|our|his|her)\s+)?",
     re.I,
 )
 # A job started or held, with the title after "as": "I've joined the ESB as an

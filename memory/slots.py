@@ -248,6 +248,11 @@ _ADDITIVE = re.compile(
     re.I,
 )
 _JOB_SLOTS = frozenset(("employer", "job_title"))
+# A role said as a pastime, anywhere in the message ("I'm a painter, mostly
+# watercolours, just for fun"): no job.
+_PASTIME = re.compile(
+    r"\b(?:for\s+fun|as\s+a\s+hobby|just\s+a\s+hobby|for\s+the\s+love\s+of\s+it)\b", re.I
+)
 # A move said with no word of a home ("I moved to X"): X may be a tool ("I've moved to
 # Chrome"), a schedule ("we moved to a four-day week") or a place.
 _HOME_MOVE = re.compile(
@@ -276,6 +281,7 @@ def claims(text: str, at: datetime | None = None) -> list[Claim]:
     """The claims a statement makes about its speaker, in the order of its clauses;
     at most one per attribute (the last said wins: "I moved to X, then to Y")."""
     found: dict[str, Claim] = {}
+    pastime = bool(_PASTIME.search(text))
     # Phones type a curly apostrophe (U+2019) for "I'm".
     for told in _clauses(text.replace("\u2019", "'")):
         if _QUESTION.search(told):
@@ -296,7 +302,11 @@ def claims(text: str, at: datetime | None = None) -> list[Claim]:
             if conditional and not claim.ends:
                 continue
             # "I'm also a yoga instructor", "I also work at the bar": a second job.
-            if (additive or history) and claim.attribute in _JOB_SLOTS and not claim.ends:
+            if (
+                (additive or history or pastime)
+                and claim.attribute in _JOB_SLOTS
+                and not claim.ends
+            ):
                 continue
             if (
                 claim.attribute == "employer"

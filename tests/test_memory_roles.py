@@ -67,6 +67,7 @@ def _job(text: str) -> list[tuple[str, str]]:
         ("I've been promoted to charge nurse.", [("job_title", "charge nurse")]),
         ("They've made me deputy head.", [("job_title", "deputy head")]),
         ("Finally qualified as a nurse!", [("job_title", "nurse")]),
+        ("They hired me as their new sous chef.", [("job_title", "sous chef")]),
         (
             "I'm the new assistant manager at Lidl.",
             [("job_title", "assistant manager"), ("employer", "lidl")],
@@ -115,6 +116,8 @@ def test_a_title_is_read_in_its_many_shapes(text: str, expected: list[tuple[str,
         "She thinks I'm a great manager.",
         "They treat me like I'm the manager.",
         "I'm an engineer by training.",
+        "I'm an artist at heart.",
+        "I'm a painter, mostly watercolours, just for fun.",
         "I joined the Ramblers Club last week.",
         # a question
         "Guess who's head chef now? My cousin Rui!",
