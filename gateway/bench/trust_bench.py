@@ -21,7 +21,8 @@ rules; ``held_out``, written after them and taken from LoCoMo; ``held_out_2``,
 written after the rules' last change). The held-out sets, written before the
 mechanisms they test (``held_out_frames``: verbs no slot rule reads;
 ``held_out_3``: jobs, roles and other life statuses; ``lockbox``: more of those,
-first run once the status rules were frozen), are reported apart: each
+first run once the status rules were frozen; ``lockbox_2``: every slot kind,
+written blind while the rules were being changed, run once), are reported apart: each
 in ``by_split``, and together as the ``*_held_out`` keys. The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
 one more function in that list.
@@ -50,6 +51,7 @@ from gateway.bench.report import Target, at_most, print_verdicts
 from gateway.bench.trust_scenarios import SCENARIOS, Scenario
 from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
 from gateway.bench.trust_scenarios_lockbox import LOCKBOX
+from gateway.bench.trust_scenarios_lockbox2 import LOCKBOX_2
 from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
@@ -61,7 +63,7 @@ from memory.service import Episode, MemoryService, PackRequest, load_embedder
 TAGS = ("[superseded ", "[conflict]")
 DEV_SPLITS = ("tuned", "held_out", "held_out_2")
 # Written before the mechanisms they test; never the headline figures.
-HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox")
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox", "lockbox_2")
 
 
 @dataclass
@@ -335,7 +337,7 @@ def main(args: argparse.Namespace) -> int:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
         result = await bench(
-            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX,
+            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2,
             args.repeats,
             overrides,
             embedder,
