@@ -25,8 +25,10 @@ read to build the role readings of memory/roles.py, so it is seen and is dev
 since). The held-out sets, written before the mechanisms they test
 (``held_out_frames``: verbs no slot rule reads; ``held_out_3``: jobs, roles and
 other life statuses, read while memory/statuses.py was built, so no longer
-blind either), are reported apart: each in ``by_split``, and together as the
-``*_held_out`` keys. The keys are
+blind either; ``lockbox_2``: every slot kind, written blind by a helper while
+the role readings were being built, and first run once they were frozen), are
+reported apart: each in ``by_split``, and together as the ``*_held_out`` keys.
+The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
 one more function in that list.
 """
@@ -54,6 +56,7 @@ from gateway.bench.report import Target, at_most, print_verdicts
 from gateway.bench.trust_scenarios import SCENARIOS, Scenario
 from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
 from gateway.bench.trust_scenarios_lockbox import LOCKBOX
+from gateway.bench.trust_scenarios_lockbox2 import LOCKBOX_2
 from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
@@ -66,7 +69,7 @@ TAGS = ("[superseded ", "[conflict]")
 # The lockbox was run blind once and its misses then read (memory/roles.py): dev.
 DEV_SPLITS = ("tuned", "held_out", "held_out_2", "lockbox")
 # Written before the mechanisms they test; never the headline figures.
-HELD_OUT_SPLITS = ("held_out_frames", "held_out_3")
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox_2")
 
 
 @dataclass
@@ -340,7 +343,7 @@ def main(args: argparse.Namespace) -> int:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
         result = await bench(
-            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX,
+            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2,
             args.repeats,
             overrides,
             embedder,

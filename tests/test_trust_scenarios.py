@@ -1,0 +1,51 @@
+"""The trust bench's scenarios are well formed: the words it scores by point at one statement.
+
+``current_first`` and ``old_untagged`` find a statement in the pack by a substring, so a
+substring that also sits in another message (or in none) would score the wrong line.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.bench.trust_bench import DEV_SPLITS, HELD_OUT_SPLITS
+from gateway.bench.trust_scenarios import SCENARIOS, Scenario
+from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
+from gateway.bench.trust_scenarios_lockbox import LOCKBOX
+from gateway.bench.trust_scenarios_lockbox2 import CHANGES, KEEPS, LOCKBOX_2
+from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
+
+ALL = SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2
+
+
+def _holding(scenario: Scenario, words: str) -> list[int]:
+    return [n for n, (_, text) in enumerate(scenario.messages) if words in text]
+
+
+def test_names_are_unique_and_splits_declared() -> None:
+    assert len({s.name for s in ALL}) == len(ALL)
+    assert {s.split for s in ALL} == {*DEV_SPLITS, *HELD_OUT_SPLITS}
+
+
+@pytest.mark.parametrize("scenario", LOCKBOX_2, ids=lambda s: s.name)
+def test_lockbox_2_words_point_at_one_statement(scenario: Scenario) -> None:
+    days = [day for day, _ in scenario.messages]
+    assert days == sorted(days)
+    assert days[-1] <= scenario.question[0]
+    if scenario.current:
+        (now,) = _holding(scenario, scenario.current)
+        (old,) = _holding(scenario, scenario.old)
+        # The change comes on a later day than the statement it replaces.
+        assert days[old] < days[now]
+        assert not scenario.messages[now][1].startswith("agent: ")
+    for words in scenario.keep:
+        # The kept statement comes first: everything after it is what must not end it.
+        assert _holding(scenario, words) == [0]
+
+
+def test_lockbox_2_is_one_split_of_changes_and_keeps() -> None:
+    assert {s.split for s in LOCKBOX_2} == {"lockbox_2"}
+    assert all(s.current and s.old and not s.keep for s in CHANGES)
+    assert all(s.keep and not s.current and not s.old for s in KEEPS)
+    assert len(CHANGES) >= 30
+    assert len(KEEPS) >= 12
