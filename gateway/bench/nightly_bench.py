@@ -10,8 +10,9 @@ sentences, a fifth of them said twice in other words ("Sam said that ..." and
 Then it goes in rounds. Each round first undoes every merge the store holds
 (``merge.unmerge``, untimed), so every round's nightly has the same merges to
 do; then times packs of generated questions with nothing else running (the
-first round as many as ``min_packs``, later ones ``BEFORE_PER_ROUND``), then packs one after another while one nightly run goes over the
-whole store, until it ends (a pack under way when it ends counts). Rounds go on
+first round as many as ``min_packs``, later ones ``BEFORE_PER_ROUND``), then
+packs one after another while one nightly run goes over the whole store, until
+it ends (a pack under way when it ends counts). Rounds go on
 until ``min_packs`` packs were timed during nightlies (a nightly lasts about a
 second, a handful of packs: one round's p95 would say little), at most
 ``max_rounds``. The packs before and during are pooled over the rounds, so the
