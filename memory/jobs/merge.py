@@ -118,6 +118,7 @@ async def find(
     blobs: list[bytes] = []
     after = 0
     while True:
+        await service.packs.quiet()
         page, page_blobs = await service.store.read(
             partial(_candidates, person_id=person_id, model=model, after=after, limit=PAGE)
         )
@@ -260,7 +261,9 @@ def _apply(connection: Connection, person_id: int, groups: Sequence[Group], at: 
 async def apply(
     service: MemoryService, person_id: int, groups: Sequence[Group], at: datetime
 ) -> int:
-    """One batch of merges: committed together, then out of the person's indexes."""
+    """One batch of merges: committed together, then out of the person's indexes;
+    started between packs (memory/pack_activity.py)."""
+    await service.packs.quiet()
     merged = await service.store.write(lambda c: _apply(c, person_id, groups, at))
     # After the commit: an index is a cache the store corrects at its next opening.
     await service.unrecall(person_id, [m.id for g in groups for m, _ in g.members])

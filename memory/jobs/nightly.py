@@ -219,6 +219,7 @@ async def _used_since(ctx: JobContext, after: int, through: int) -> list[int]:
         )
         if ctx.person_id is not None:
             query = query.where(MemoryTrace.person_id == ctx.person_id)
+        await ctx.service.packs.quiet()
         async with ctx.service.store.reader() as session:
             rows = (await session.execute(query)).all()
         if not rows:
@@ -251,6 +252,7 @@ async def promote_used(ctx: JobContext, step: float, cap: float) -> int:
                     )
                     promoted += 1
             continue
+        await ctx.service.packs.quiet()
         raised = await store.write(partial(_promote, ids=chunk, day=day, step=step, cap=cap))
         promoted += len(raised)
     # Only a run for everyone moves the mark: one person's run leaves the others' traces.

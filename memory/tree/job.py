@@ -37,6 +37,7 @@ async def rebalance(ctx: JobContext, cpu: CpuWork | None = None) -> int:
         if ctx.dry_run:
             ctx.would(f"rebuild the memory tree of person {person_id}")
         else:
-            await service.tree.rebuild(person_id, cpu)
+            # Its write (one transaction in this process) starts between packs.
+            await service.tree.rebuild(person_id, cpu, service.packs.quiet)
         ctx.progress(done, len(people))
     return len(people)

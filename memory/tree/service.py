@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -137,13 +137,20 @@ class MemoryTree(UpdateQueue):
     def _lock(self, person_id: int) -> asyncio.Lock:
         return self._locks.setdefault(person_id, asyncio.Lock())
 
-    async def rebuild(self, person_id: int, cpu: CpuWork | None = None) -> int:
+    async def rebuild(
+        self,
+        person_id: int,
+        cpu: CpuWork | None = None,
+        before_write: Callable[[], Awaitable[object]] | None = None,
+    ) -> int:
         """Cluster the person's whole tree afresh (the nightly job); nodes written.
 
         With ``cpu`` (the nightly's ``CpuWork``) the two clusterings, most of a large
         rebuild's CPU (GMM over PCA: 17 of 22 s at 100k items), run where it says: in
         the job's own process by default, so they do not hold the serving process's
-        GIL against the packs. The same functions build the same tree either way."""
+        GIL against the packs. The same functions build the same tree either way.
+        ``before_write`` is awaited before the write (the nightly's: until no pack is
+        under way, memory/pack_activity.py)."""
         async with self._lock(person_id):
             cluster_max, topic_max = self.config.tree_cluster_max, self.config.tree_topic_max
             file_url = self.store.url.replace("+aiosqlite", "", 1)
@@ -162,6 +169,8 @@ class MemoryTree(UpdateQueue):
                         k: (n.level, set(n.item_ids)) for k, n in old.items() if n.level in (1, 2)
                     },
                 )
+                if before_write is not None:
+                    await before_write()
                 return await self._write(person_id, planned, "rebuild", replace_all=True)
             leaves = await self.leaves(person_id)
             if cpu is None or not leaves:
@@ -174,6 +183,8 @@ class MemoryTree(UpdateQueue):
                 built = await asyncio.to_thread(tb.finish, leaves, clusters, topics)
             old = await self.nodes(person_id)
             tb.inherit_keys(built, {k: (n.level, set(n.item_ids)) for k, n in old.items()})
+            if before_write is not None:
+                await before_write()
             return await self._save(person_id, built, "rebuild", replace_all=True)
 
     async def update(self, person_id: int) -> int:
