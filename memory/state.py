@@ -236,9 +236,9 @@ class ServiceState:
         self.settings = pack_settings(config, self.jobs)
         self.decay = decay_policy(config)
         # The memory tree (memory/tree/): updated off the reply's path after writes.
-        self.tree = MemoryTree(store, config, self.zones, lambda: self.utility)
         # The packs under way: upkeep batches in this process start between them.
         self.packs = PackActivity()
+        self.tree = MemoryTree(store, config, self.zones, lambda: self.utility, self.packs)
         self._indexes: dict[int, PersonIndex] = {}
         # In a cluster, tells the other gateways which items became searchable or
         # stopped being so (memory/feed.py); None on a single gateway.

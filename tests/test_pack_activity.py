@@ -37,3 +37,16 @@ async def test_the_wait_is_bounded_so_packs_back_to_back_do_not_stall_a_job() ->
         assert not await packs.quiet(most_s=0.01)
     assert packs.under_way == 0
     assert await packs.quiet()
+
+
+async def test_a_write_s_thread_pauses_while_a_pack_is_under_way() -> None:
+    packs = PackActivity()
+    packs.pause()
+    assert packs.pauses == 0
+    with packs.pack():
+        paused = asyncio.create_task(asyncio.to_thread(packs.pause, 60.0), name="pause")
+        await asyncio.sleep(0.05)
+        assert not paused.done()
+    # It goes on when the pack ends, not at its bound.
+    await asyncio.wait_for(paused, 30.0)
+    assert packs.pauses == 1

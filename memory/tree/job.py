@@ -37,7 +37,6 @@ async def rebalance(ctx: JobContext, cpu: CpuWork | None = None) -> int:
         if ctx.dry_run:
             ctx.would(f"rebuild the memory tree of person {person_id}")
         else:
-            # Its write (one transaction in this process) starts between packs.
-            await service.tree.rebuild(person_id, cpu, service.packs.quiet)
+            await service.tree.rebuild(person_id, cpu)
         ctx.progress(done, len(people))
     return len(people)
