@@ -17,6 +17,10 @@ until ``min_packs`` packs were timed during nightlies (a nightly lasts about a
 second, a handful of packs: one round's p95 would say little), at most
 ``max_rounds``. The packs before and during are pooled over the rounds, so the
 two sets are interleaved in time and the machine's load weighs on both alike.
+After the last round as many packs again are timed with nothing running
+(``pack_p95_ms_after``): with a nightly of ~30 s there is one round, and on a
+shared machine the load before it and during it may differ; before and after
+bracket it.
 """
 
 from __future__ import annotations
@@ -202,6 +206,7 @@ async def run(
                     "packs": len(timed),
                 }
             )
+        after = await packs(service, person, rng_before, asyncio.Event(), len(before))
         await service.aclose()
     seconds = [r["nightly_s"] for r in rounds]
     return {
@@ -218,6 +223,8 @@ async def run(
         "pack_p95_ms_during": percentile(during, 0.95) if during else None,
         "pack_p50_ms_before": percentile(before, 0.5) if before else None,
         "pack_p50_ms_during": percentile(during, 0.5) if during else None,
+        "pack_p95_ms_after": percentile(after, 0.95) if after else None,
+        "pack_p50_ms_after": percentile(after, 0.5) if after else None,
         "packs_before": len(before),
         "packs_during": len(during),
         # CPU seconds over the rounds' nightlies: this process's (the nightly's share
