@@ -19,7 +19,8 @@ Where the work runs (memory/jobs/offload.py): the candidates are read here
 a page at a time, and the k-NN and the grouping (pure Python over the pairs,
 the guard's regular expressions) run in ``CpuWork``'s process, so the packs
 served meanwhile never wait for this process's GIL behind them. The writes
-stay here, a few statements per batch (executemany), not a few per merge.
+stay here, a few statements per batch (executemany), not a few per merge; each
+page read and each batch starts between packs (memory/pack_activity.py).
 
 Resumable: merges are written a batch at a time, each batch one transaction
 that re-checks every item is still active, and the next run reads what is

@@ -20,6 +20,10 @@ and a dry run changes nothing but lists each merge and promotion it would make.
    processes the stored turns it has not processed.
 4. Rebalance: each person's memory tree is rebuilt whole (issue 23); its two
    clusterings run in the run's own process too (most of a large rebuild's CPU).
+
+What still runs in the serving process (the reads, the batches of writes, the
+tree's one write) starts between packs and steps around them
+(memory/pack_activity.py).
 """
 
 from __future__ import annotations
