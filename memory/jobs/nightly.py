@@ -52,7 +52,11 @@ PROMOTED_THROUGH = "nightly.promoted_through_trace"
 # The highest item id the last merge pass (a run for everyone) read: a conflict
 # between older items was counted then.
 CONFLICTS_THROUGH = "nightly.conflicts_through_item"
-_TRACE_CHUNK = 2000
+# Traces read at a time by the promotion: each chunk starts between packs, and its
+# rows (``kept_ids``, JSON) are decoded in a reader thread (``Store.read``); through an
+# async session they were decoded in the event loop, 2,000 traces at a time, and the
+# packs under the promotion were the slowest of a 100k nightly (docs/DESIGN.md).
+_TRACE_CHUNK = 500
 
 
 async def nightly(ctx: JobContext, settings: UpkeepJobsConfig | None = None) -> Counts:
@@ -210,22 +214,30 @@ def _planned(ids: list[int], connection: Connection) -> list[tuple[int, float, d
     return [(int(i), float(p), on) for i, p, on in rows]
 
 
+def _kept_in(
+    connection: Connection, after: int, through: int, person_id: int | None
+) -> list[tuple[int, list[int]]]:
+    """A chunk of the traces ``after`` < id <= ``through``: (id, kept ids) each."""
+    query = (
+        select(MemoryTrace.id, MemoryTrace.kept_ids)
+        .where(MemoryTrace.id > after, MemoryTrace.id <= through)
+        .order_by(MemoryTrace.id)
+        .limit(_TRACE_CHUNK)
+    )
+    if person_id is not None:
+        query = query.where(MemoryTrace.person_id == person_id)
+    return [(int(i), list(kept or [])) for i, kept in connection.execute(query)]
+
+
 async def _used_since(ctx: JobContext, after: int, through: int) -> list[int]:
     """The items packs kept in traces ``after`` < id <= ``through`` (of one person
     when the run is for one), each once, in order."""
     seen: dict[int, None] = {}
     while after < through:
-        query = (
-            select(MemoryTrace.id, MemoryTrace.kept_ids)
-            .where(MemoryTrace.id > after, MemoryTrace.id <= through)
-            .order_by(MemoryTrace.id)
-            .limit(_TRACE_CHUNK)
-        )
-        if ctx.person_id is not None:
-            query = query.where(MemoryTrace.person_id == ctx.person_id)
         await ctx.service.packs.quiet()
-        async with ctx.service.store.reader() as session:
-            rows = (await session.execute(query)).all()
+        rows = await ctx.service.store.read(
+            partial(_kept_in, after=after, through=through, person_id=ctx.person_id)
+        )
         if not rows:
             break
         for _, kept in rows:
