@@ -56,6 +56,10 @@ log = logging.getLogger("memory.service")
 class Recall(Writes):
     async def build_pack(self, request: PackRequest) -> Pack:
         """Candidates, score, MMR, quotas and budget, render; the trace stored with the turn."""
+        with self.packs.pack():
+            return await self._build_pack(request)
+
+    async def _build_pack(self, request: PackRequest) -> Pack:
         started = time.perf_counter()
         timings: dict[str, float] = {}
         zone = await self.zones.of(request.person_id)

@@ -28,6 +28,7 @@ from memory.index import PersonIndex
 from memory.index_cache import EvictionSaves, IndexCache
 from memory.lexical import Fts5Tokenizer, LexicalIndex
 from memory.pack import PackResult, PackSettings
+from memory.pack_activity import PackActivity
 from memory.repo import NewItem
 from memory.score import ScoreWeights
 from memory.timeparse import TimeWindow
@@ -235,7 +236,9 @@ class ServiceState:
         self.settings = pack_settings(config, self.jobs)
         self.decay = decay_policy(config)
         # The memory tree (memory/tree/): updated off the reply's path after writes.
-        self.tree = MemoryTree(store, config, self.zones, lambda: self.utility)
+        # The packs under way: upkeep batches in this process start between them.
+        self.packs = PackActivity()
+        self.tree = MemoryTree(store, config, self.zones, lambda: self.utility, self.packs)
         self._indexes: dict[int, PersonIndex] = {}
         # In a cluster, tells the other gateways which items became searchable or
         # stopped being so (memory/feed.py); None on a single gateway.

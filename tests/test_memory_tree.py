@@ -592,3 +592,44 @@ async def test_a_thematic_question_packs_clusters_under_their_topics(
         PackRequest(address.person_id, "Which shoes did Sam buy for running?", at)
     )
     assert "[theme " not in specific.text
+
+
+async def test_a_large_write_pauses_between_chunks_in_one_transaction(
+    store: Store, address: Address
+) -> None:
+    count = 2 * rows.WRITE_CHUNK + 100
+    nodes = [
+        rows.NodeWrite(
+            f"item:{i}",
+            0,
+            [],
+            [i],
+            [["2024-01-01T00:00:00+00:00", "Sam", f"line {i}", i]],
+            f"line {i}",
+            tree_service.EXTRACTIVE,
+            None,
+            None,
+            None,
+            [],
+        )
+        for i in range(count)
+    ]
+    paused: list[int] = []
+
+    def write(connection: Connection) -> tuple[int, list[NodeView]]:
+        return rows.write_nodes(
+            connection,
+            address.person_id,
+            nodes,
+            reason="rebuild",
+            replace_all=True,
+            now=datetime(2024, 1, 2, tzinfo=UTC),
+            pause=lambda: paused.append(1),
+        )
+
+    written, stored = await store.write(write)
+    assert len(paused) == 2
+    # Every chunk's versions are counted, and every node is stored.
+    assert written == len(stored) == count
+    stored_keys = await store.read(lambda c: [r.key for r in rows.read_nodes(c, address.person_id)])
+    assert sorted(stored_keys) == sorted(n.key for n in nodes)

@@ -456,3 +456,24 @@ async def test_a_process_killed_mid_merge_loses_and_doubles_nothing(
     active = [v for v in after.values() if v[0] is ItemStatus.ACTIVE]
     assert sorted(v[3] for v in active) == [3] * len(groups)
     assert all(len(v[2]) == 2 for v in active)
+
+
+async def test_a_merge_batch_starts_between_packs(
+    service: MemoryService, address: Address, store: Store
+) -> None:
+    await add(service, address, "Sam has a grey cat called Miso", confidence=0.9)
+    other = await add(service, address, "Sam has a gray cat named Miso")
+    found = await merge.find(service, address.person_id, 0.85)
+    assert found.groups
+    commits = store.commits
+    with service.packs.pack():
+        batch = asyncio.create_task(
+            merge.apply(service, address.person_id, found.groups, NOW), name="merge-batch"
+        )
+        await asyncio.sleep(0.3)
+        # The batch waits for the pack under way: nothing written yet.
+        assert not batch.done()
+        assert store.commits == commits
+    assert await batch == 1
+    assert (await rows(store))[other][0] is ItemStatus.SUPERSEDED
+    assert service.packs.waits == 1

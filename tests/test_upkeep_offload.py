@@ -43,6 +43,14 @@ def _imported(name: str) -> bool:
     return name in sys.modules
 
 
+def _pools() -> list[tuple[str, int]]:
+    """The numeric libraries' thread pools once the tree's clustering is loaded."""
+    import sklearn.mixture  # noqa: F401  (loads OpenMP and scipy's BLAS)
+    from threadpoolctl import threadpool_info
+
+    return [(str(pool["internal_api"]), int(pool["num_threads"])) for pool in threadpool_info()]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -78,6 +86,15 @@ async def test_the_process_kind_runs_steps_in_a_child_that_ends_with_the_run() -
     assert await _gone(first)
     with pytest.raises(RuntimeError, match="closed"):
         await cpu.run(_pid)
+
+
+async def test_the_child_s_numeric_libraries_run_on_one_thread() -> None:
+    # With a thread per core they spin on every core between calls: the 100k
+    # nightly's tree plan took 3.6 times the CPU (docs/DESIGN.md).
+    async with CpuWork("process") as cpu:
+        pools = await cpu.run(_pools)
+    assert {"openblas", "openmp"} <= {api for api, _ in pools}
+    assert all(threads == 1 for _, threads in pools), pools
 
 
 async def test_the_thread_kind_stays_in_this_process() -> None:

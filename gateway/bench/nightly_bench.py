@@ -9,13 +9,18 @@ sentences, a fifth of them said twice in other words ("Sam said that ..." and
 
 Then it goes in rounds. Each round first undoes every merge the store holds
 (``merge.unmerge``, untimed), so every round's nightly has the same merges to
-do; then times ``BEFORE_PER_ROUND`` packs of generated questions with nothing
-else running, then packs one after another while one nightly run goes over the
-whole store, until it ends (a pack under way when it ends counts). Rounds go on
+do; then times packs of generated questions with nothing else running (the
+first round as many as ``min_packs``, later ones ``BEFORE_PER_ROUND``), then
+packs one after another while one nightly run goes over the whole store, until
+it ends (a pack under way when it ends counts). Rounds go on
 until ``min_packs`` packs were timed during nightlies (a nightly lasts about a
 second, a handful of packs: one round's p95 would say little), at most
 ``max_rounds``. The packs before and during are pooled over the rounds, so the
 two sets are interleaved in time and the machine's load weighs on both alike.
+After the last round as many packs again are timed with nothing running
+(``pack_p95_ms_after``): with a nightly of ~30 s there is one round, and on a
+shared machine the load before it and during it may differ; before and after
+bracket it.
 """
 
 from __future__ import annotations
@@ -172,7 +177,10 @@ async def run(
         serving_cpu = job_cpu = 0.0
         while len(during) < min_packs and len(rounds) < max_rounds:
             undone = await undo_merges(service, person)
-            before += await packs(service, person, rng_before, asyncio.Event(), BEFORE_PER_ROUND)
+            # The first round times as many packs before as the rounds must time during
+            # (a p95 of 10 packs is their largest but one); later rounds 10 each.
+            wanted = max(BEFORE_PER_ROUND, min_packs - len(before))
+            before += await packs(service, person, rng_before, asyncio.Event(), wanted)
             stop = asyncio.Event()
             during_task = asyncio.create_task(
                 packs(service, person, rng_during, stop, 10**6), name="nightly-bench-packs"
@@ -198,6 +206,7 @@ async def run(
                     "packs": len(timed),
                 }
             )
+        after = await packs(service, person, rng_before, asyncio.Event(), len(before))
         await service.aclose()
     seconds = [r["nightly_s"] for r in rounds]
     return {
@@ -214,6 +223,8 @@ async def run(
         "pack_p95_ms_during": percentile(during, 0.95) if during else None,
         "pack_p50_ms_before": percentile(before, 0.5) if before else None,
         "pack_p50_ms_during": percentile(during, 0.5) if during else None,
+        "pack_p95_ms_after": percentile(after, 0.95) if after else None,
+        "pack_p50_ms_after": percentile(after, 0.5) if after else None,
         "packs_before": len(before),
         "packs_during": len(during),
         # CPU seconds over the rounds' nightlies: this process's (the nightly's share

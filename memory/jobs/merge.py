@@ -19,7 +19,8 @@ Where the work runs (memory/jobs/offload.py): the candidates are read here
 a page at a time, and the k-NN and the grouping (pure Python over the pairs,
 the guard's regular expressions) run in ``CpuWork``'s process, so the packs
 served meanwhile never wait for this process's GIL behind them. The writes
-stay here, a few statements per batch (executemany), not a few per merge.
+stay here, a few statements per batch (executemany), not a few per merge; each
+page read and each batch starts between packs (memory/pack_activity.py).
 
 Resumable: merges are written a batch at a time, each batch one transaction
 that re-checks every item is still active, and the next run reads what is
@@ -118,6 +119,7 @@ async def find(
     blobs: list[bytes] = []
     after = 0
     while True:
+        await service.packs.quiet()
         page, page_blobs = await service.store.read(
             partial(_candidates, person_id=person_id, model=model, after=after, limit=PAGE)
         )
@@ -260,7 +262,9 @@ def _apply(connection: Connection, person_id: int, groups: Sequence[Group], at: 
 async def apply(
     service: MemoryService, person_id: int, groups: Sequence[Group], at: datetime
 ) -> int:
-    """One batch of merges: committed together, then out of the person's indexes."""
+    """One batch of merges: committed together, then out of the person's indexes;
+    started between packs (memory/pack_activity.py)."""
+    await service.packs.quiet()
     merged = await service.store.write(lambda c: _apply(c, person_id, groups, at))
     # After the commit: an index is a cache the store corrects at its next opening.
     await service.unrecall(person_id, [m.id for g in groups for m, _ in g.members])

@@ -20,6 +20,10 @@ and a dry run changes nothing but lists each merge and promotion it would make.
    processes the stored turns it has not processed.
 4. Rebalance: each person's memory tree is rebuilt whole (issue 23); its two
    clusterings run in the run's own process too (most of a large rebuild's CPU).
+
+What still runs in the serving process (the reads, the batches of writes, the
+tree's one write) starts between packs and steps around them
+(memory/pack_activity.py).
 """
 
 from __future__ import annotations
@@ -48,7 +52,11 @@ PROMOTED_THROUGH = "nightly.promoted_through_trace"
 # The highest item id the last merge pass (a run for everyone) read: a conflict
 # between older items was counted then.
 CONFLICTS_THROUGH = "nightly.conflicts_through_item"
-_TRACE_CHUNK = 2000
+# Traces read at a time by the promotion: each chunk starts between packs, and its
+# rows (``kept_ids``, JSON) are decoded in a reader thread (``Store.read``); through an
+# async session they were decoded in the event loop, 2,000 traces at a time, and the
+# packs under the promotion were the slowest of a 100k nightly (docs/DESIGN.md).
+_TRACE_CHUNK = 500
 
 
 async def nightly(ctx: JobContext, settings: UpkeepJobsConfig | None = None) -> Counts:
@@ -206,21 +214,30 @@ def _planned(ids: list[int], connection: Connection) -> list[tuple[int, float, d
     return [(int(i), float(p), on) for i, p, on in rows]
 
 
+def _kept_in(
+    connection: Connection, after: int, through: int, person_id: int | None
+) -> list[tuple[int, list[int]]]:
+    """A chunk of the traces ``after`` < id <= ``through``: (id, kept ids) each."""
+    query = (
+        select(MemoryTrace.id, MemoryTrace.kept_ids)
+        .where(MemoryTrace.id > after, MemoryTrace.id <= through)
+        .order_by(MemoryTrace.id)
+        .limit(_TRACE_CHUNK)
+    )
+    if person_id is not None:
+        query = query.where(MemoryTrace.person_id == person_id)
+    return [(int(i), list(kept or [])) for i, kept in connection.execute(query)]
+
+
 async def _used_since(ctx: JobContext, after: int, through: int) -> list[int]:
     """The items packs kept in traces ``after`` < id <= ``through`` (of one person
     when the run is for one), each once, in order."""
     seen: dict[int, None] = {}
     while after < through:
-        query = (
-            select(MemoryTrace.id, MemoryTrace.kept_ids)
-            .where(MemoryTrace.id > after, MemoryTrace.id <= through)
-            .order_by(MemoryTrace.id)
-            .limit(_TRACE_CHUNK)
+        await ctx.service.packs.quiet()
+        rows = await ctx.service.store.read(
+            partial(_kept_in, after=after, through=through, person_id=ctx.person_id)
         )
-        if ctx.person_id is not None:
-            query = query.where(MemoryTrace.person_id == ctx.person_id)
-        async with ctx.service.store.reader() as session:
-            rows = (await session.execute(query)).all()
         if not rows:
             break
         for _, kept in rows:
@@ -251,6 +268,7 @@ async def promote_used(ctx: JobContext, step: float, cap: float) -> int:
                     )
                     promoted += 1
             continue
+        await ctx.service.packs.quiet()
         raised = await store.write(partial(_promote, ids=chunk, day=day, step=step, cap=cap))
         promoted += len(raised)
     # Only a run for everyone moves the mark: one person's run leaves the others' traces.

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import pickle
 import struct
 import sys
@@ -62,6 +63,11 @@ FRAME = struct.Struct("!Q")
 CHILD_MODULE = "memory.jobs.cpu_child"
 # Pipe buffer of the child's reply stream: a reply (groups of a big run) can be MBs.
 _READ_LIMIT = 2**20
+# The child's numeric libraries on one thread each, read when they load. With their
+# defaults (a thread per core) OpenBLAS and scikit-learn's OpenMP spin on both cores
+# of a 2-core machine between calls: the tree's plan at 100k items took 70 s of CPU
+# and 77 s of wall time with them, 19 s and 29 s on one thread (docs/DESIGN.md).
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 class CpuWork:
@@ -119,6 +125,7 @@ class CpuWork:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=_READ_LIMIT,
+            env={**os.environ, **ONE_THREAD},
         )
         self._child, self.pid = child, child.pid
         log.debug("upkeep: process %d for the job's CPU-bound steps", child.pid)

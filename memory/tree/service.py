@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from gateway.config import MemoryConfig
 from gateway.store import Store
 from gateway.store.db import sqlite_file
 from gateway.zones import PersonZones
 from memory.embed import from_blob, to_blob
+from memory.pack_activity import PackActivity
 from memory.tree import build as tb
 from memory.tree import grow, offline, rows
 from memory.tree.models import TreeNode, TreeNodeVersion
@@ -69,8 +70,11 @@ class MemoryTree(UpdateQueue):
         config: MemoryConfig,
         zones: PersonZones,
         utility: Callable[[], UtilityModel | None],
+        packs: PackActivity | None = None,
     ) -> None:
         self.store = store
+        # The packs under way: a rebuild's write steps around them.
+        self.packs = packs
         self.config = config
         self.zones = zones
         self._utility = utility
@@ -143,7 +147,9 @@ class MemoryTree(UpdateQueue):
         With ``cpu`` (the nightly's ``CpuWork``) the two clusterings, most of a large
         rebuild's CPU (GMM over PCA: 17 of 22 s at 100k items), run where it says: in
         the job's own process by default, so they do not hold the serving process's
-        GIL against the packs. The same functions build the same tree either way."""
+        GIL against the packs. The same functions build the same tree either way.
+        The write starts between packs and pauses while one is under way
+        (``packs``, memory/pack_activity.py)."""
         async with self._lock(person_id):
             cluster_max, topic_max = self.config.tree_cluster_max, self.config.tree_topic_max
             file_url = self.store.url.replace("+aiosqlite", "", 1)
@@ -340,8 +346,10 @@ class MemoryTree(UpdateQueue):
                 abstract = await self._abstract(quotes)
                 if abstract is not None:
                     abstracts[key] = abstract
-        writes = [
-            rows.NodeWrite(
+
+        def node_write(spec: offline.Spec) -> rows.NodeWrite:
+            key, level, children, items, quotes, first, last = spec
+            return rows.NodeWrite(
                 key,
                 level,
                 children,
@@ -355,14 +363,32 @@ class MemoryTree(UpdateQueue):
                 to_blob(vectors[key]) if key in vectors else None,
                 parents.get(key),
             )
-            for key, level, children, items, quotes, first, last in specs
-        ]
-        # Plain statements in the writer thread, one transaction (memory/tree/rows.py).
-        written, stored = await self.store.write(
-            lambda c: rows.write_nodes(
-                c, person_id, writes, reason=reason, replace_all=replace_all, now=now
+
+        # A rebuild's write (the whole tree) steps around the packs: it starts between
+        # two, and its thread pauses between chunks while one is under way.
+        pause = self.packs.pause if self.packs is not None and reason == "rebuild" else None
+
+        def write(connection: Connection) -> tuple[int, list[NodeView]]:
+            # The rows are made here in the writer thread, not in the event loop.
+            writes: list[rows.NodeWrite] = []
+            for start in range(0, len(specs), rows.WRITE_CHUNK):
+                if start and pause is not None:
+                    pause()
+                writes.extend(node_write(s) for s in specs[start : start + rows.WRITE_CHUNK])
+            return rows.write_nodes(
+                connection,
+                person_id,
+                writes,
+                reason=reason,
+                replace_all=replace_all,
+                now=now,
+                pause=pause,
             )
-        )
+
+        if pause is not None and self.packs is not None:
+            await self.packs.quiet()
+        # Plain statements in the writer thread, one transaction (memory/tree/rows.py).
+        written, stored = await self.store.write(write)
         views = {view.key: view for view in stored}
         cached = self._cache.get(person_id)
         if replace_all:
