@@ -79,3 +79,21 @@ async def test_a_failed_batch_fails_its_callers_and_the_queue_goes_on() -> None:
     await queue.aclose()
     assert await queue.embed([]) is not None  # empty requests never reach the model
     assert len(model.calls) == 2
+
+
+async def test_a_text_embedded_lately_is_not_run_through_the_model_again() -> None:
+    model = CountingEmbedder()
+    queue = EmbedQueue(model, recent=2)
+    first = await queue.embed(["Ada: fine", "Sam: hello"])
+    again = await queue.embed(["Ada: fine"])
+    assert again.tolist() == first[:1].tolist()
+    assert len(model.calls) == 1
+    assert queue.reused == 1
+    # A request with one text not known goes to the model whole.
+    await queue.embed(["Ada: fine", "new"])
+    assert model.calls[-1] == ["Ada: fine", "new"]
+    # Only the last ``recent`` texts are kept: "Sam: hello" was the oldest.
+    await queue.embed(["Sam: hello"])
+    assert model.calls[-1] == ["Sam: hello"]
+    assert len(model.calls) == 3
+    await queue.aclose()
