@@ -229,7 +229,7 @@ async def test_local_judge_reuses_the_vector_the_memory_just_computed() -> None:
     after the memory's ingest embedded that text through the queue, the judge's
     request is answered from the queue's recent vectors, no model call of its own;
     the scores are those of a judge embedding "Ada: …" itself."""
-    from memory.embed import EmbedQueue
+    from memory.embed import RECENT_TEXTS, EmbedQueue
 
     state = state_with_rules()
     reply = "Short answer: yes. Move it to Thursday and tell Sam."
@@ -237,7 +237,7 @@ async def test_local_judge_reuses_the_vector_the_memory_just_computed() -> None:
         item(reply, state)
     )
     embedder = HashEmbedder()
-    queue = EmbedQueue(embedder)  # type: ignore[arg-type]
+    queue = EmbedQueue(embedder, recent=RECENT_TEXTS)  # type: ignore[arg-type]
     judge = LocalJudge(embedder, load_exemplars(), queue, speaker="Ada")
     try:
         await queue.embed(["Sam: Should I move the call?", f"Ada: {reply}"])  # the ingest
