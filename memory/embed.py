@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import threading
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,6 +30,14 @@ log = logging.getLogger(__name__)
 
 # Up to this many texts (a query, a turn's two messages) go as one run, unsorted.
 FAST_PATH_MAX = 4
+# Texts whose vectors an ``EmbedQueue`` keeps for a repeat request (384 floats each:
+# ~1.5 MB): a turn's texts are asked for again within the same turn's after-turn work,
+# while a hundred other turns' texts go through the queue.
+RECENT_TEXTS = 1024
+# A gathering queue waits for a fuller batch only above this many texts a second,
+# and only until this many are waiting (past ~16 a text costs no less).
+BUSY_TEXTS_PER_S = 20
+GATHER_TEXTS = 16
 
 
 class Embedder(Protocol):
@@ -265,18 +274,45 @@ class EmbedQueue:
     use, stopped by ``aclose``.
     """
 
-    def __init__(self, embedder: Embedder, max_batch: int = 64) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        max_batch: int = 64,
+        recent: int = 0,
+        gather_s: float = 0.0,
+    ) -> None:
         self.embedder = embedder
         self.max_batch = max_batch
+        # While texts arrive faster than ``BUSY_TEXTS_PER_S``, a batch waits up to this
+        # long for more to share its call (a lone text costs ~1.9 ms more than one in a
+        # batch); a quiet queue never waits. For work nobody waits on (after the reply).
+        self.gather_s = gather_s
+        self._arrivals: deque[float] = deque()
         self._pending: list[tuple[list[str], asyncio.Future[NDArray[np.float32]]]] = []
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self.batches = 0
+        # The vectors of the last ``recent`` texts embedded, oldest first: a text asked
+        # for again soon after (the judge asks for the reply's text the memory's ingest
+        # has just embedded, issue 28) is not run through the model twice.
+        self._recent: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._recent_max = recent
+        self.reused = 0
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if not texts:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        future: asyncio.Future[NDArray[np.float32]] = asyncio.get_running_loop().create_future()
+        known = [self._recent.get(text) for text in texts]
+        if all(row is not None for row in known):
+            self.reused += len(texts)
+            return np.stack([row for row in known if row is not None])
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[NDArray[np.float32]] = loop.create_future()
+        if self.gather_s > 0:
+            now = loop.time()
+            self._arrivals.extend([now] * len(texts))
+            while self._arrivals and self._arrivals[0] < now - 1.0:
+                self._arrivals.popleft()
         self._pending.append((list(texts), future))
         self._wake.set()
         if self._worker is None or self._worker.done():
@@ -298,6 +334,7 @@ class EmbedQueue:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
+                await self._gather()
                 batch = [(t, f) for t, f in self._take() if not f.done()]
                 if not batch:
                     continue
@@ -310,11 +347,35 @@ class EmbedQueue:
                             future.set_exception(exc)
                     continue
                 self.batches += 1
+                self._remember(texts, vectors)
                 start = 0
                 for request, future in batch:
                     if not future.done():
                         future.set_result(vectors[start : start + len(request)])
                     start += len(request)
+
+    async def _gather(self) -> None:
+        """Wait up to ``gather_s`` for a fuller batch, only while the queue is busy."""
+        if self.gather_s <= 0 or len(self._arrivals) < BUSY_TEXTS_PER_S:
+            return
+        deadline = asyncio.get_running_loop().time() + self.gather_s
+        while sum(len(t) for t, _ in self._pending) < GATHER_TEXTS:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), left)
+
+    def _remember(self, texts: Sequence[str], vectors: NDArray[np.float32]) -> None:
+        if self._recent_max <= 0:
+            return
+        for text, row in zip(texts, vectors, strict=True):
+            # A copy: a view would keep the whole batch's matrix alive.
+            self._recent[text] = row.copy()
+            self._recent.move_to_end(text)
+        while len(self._recent) > self._recent_max:
+            self._recent.popitem(last=False)
 
     async def aclose(self) -> None:
         if self._worker is not None:

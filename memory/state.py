@@ -22,7 +22,7 @@ from gateway.store import Store
 from gateway.zones import PersonZones
 from memory.categories import CategoryPrototypes
 from memory.decay import DecayPolicy
-from memory.embed import Embedder, EmbedQueue, SentenceEmbedder
+from memory.embed import RECENT_TEXTS, Embedder, EmbedQueue, SentenceEmbedder
 from memory.embed_onnx import model_cache
 from memory.index import PersonIndex
 from memory.index_cache import EvictionSaves, IndexCache
@@ -43,6 +43,8 @@ Publish = Callable[[ChangeOp, int, Sequence[int]], Awaitable[None]]
 # The most queries one model call takes (more wait for the next): a query in a
 # batch waits for the batch's longest text, so it stays small.
 QUERY_BATCH = 8
+# How long the memory's own texts wait for others under load (memory.embed.EmbedQueue).
+MEMORY_GATHER_S = 0.1
 
 # How far before/after an event "before the trip" looks.
 ANCHOR_SPAN = timedelta(days=30)
@@ -247,7 +249,12 @@ class ServiceState:
         # Who speaks in each person's conversations (first names), for search_text.
         self._speakers: dict[int, set[str]] = {}
         # Concurrent turns' small embedding requests share one model call.
-        self._embeds = EmbedQueue(embedder) if embedder is not None else None
+        # After-turn texts: under load they wait a moment to share a call (issue 28).
+        self._embeds = (
+            EmbedQueue(embedder, recent=RECENT_TEXTS, gather_s=MEMORY_GATHER_S)
+            if embedder is not None
+            else None
+        )
         # The packs' queries have their own queue: concurrent turns' queries share a
         # model call (a text alone cost ~9 ms of CPU, ~5-6 ms in a batch; issue 28),
         # and a query never waits behind the memory's larger batches (ONNX Runtime

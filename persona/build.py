@@ -60,7 +60,20 @@ def choose_judge(
             input_usd_per_mtok=config.persona.utility_input_usd_per_mtok,
             output_usd_per_mtok=config.persona.utility_output_usd_per_mtok,
         )
-    return LocalJudge(embedder, load_exemplars(config.persona.exemplars_file), queued)
+    return local_judge(config, embedder, queued)
+
+
+def local_judge(
+    config: Config, embedder: TextEmbedder | None, queued: QueuedEmbedder | None = None
+) -> LocalJudge:
+    """The no-model judge; it embeds the reply as the memory stores it ("Ada: …"), so
+    with the memory's queue the vector of the turn's ingest is used again."""
+    return LocalJudge(
+        embedder,
+        load_exemplars(config.persona.exemplars_file),
+        queued,
+        speaker=config.agent.name,
+    )
 
 
 def choose_observer(
@@ -119,7 +132,7 @@ def build_persona_loop(
         # A tight month: the no-model judge (persona/budgeted.py).
         the_judge = BudgetedJudge(
             the_judge,
-            LocalJudge(embedder, load_exemplars(config.persona.exemplars_file), embed_queue),
+            local_judge(config, embedder, embed_queue),
             budget,
         )
     planner = PlannerSettings.from_config(persona)

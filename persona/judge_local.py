@@ -152,6 +152,7 @@ class LocalJudge:
         embedder: TextEmbedder | None,
         exemplars: Exemplars,
         queued: QueuedEmbedder | None = None,
+        speaker: str = "",
     ) -> None:
         self.embedder = embedder
         self.exemplars = exemplars
@@ -159,6 +160,10 @@ class LocalJudge:
         # shares a model call with the turn's memory texts and other turns' (a text
         # alone cost ~9 ms of CPU, ~6 ms in a shared batch; issue 28).
         self.queued = queued
+        # The agent's name: the reply is embedded as "Ada: reply", the text the memory
+        # stores it as (memory.state.embedding_text), so the queue hands back the vector
+        # the memory's ingest has just computed instead of running the model again.
+        self.speaker = speaker
         self._vectors: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
         self._lock = asyncio.Lock()
 
@@ -181,6 +186,9 @@ class LocalJudge:
     ) -> float:
         return _contrast_of(vectors, embedder.embed([reply])[0])
 
+    def _embedded_text(self, reply: str) -> str:
+        return f"{self.speaker}: {reply}" if self.speaker else reply
+
     async def judge(self, item: JudgeInput) -> Judgement:
         start = time.perf_counter()
         contrast: float | None = None
@@ -193,12 +201,11 @@ class LocalJudge:
                     if vectors is None:
                         vectors = await asyncio.to_thread(self._embed_exemplars, embedder)
                         self._vectors = vectors
+                text = self._embedded_text(item.reply)
                 if self.queued is not None:
-                    contrast = _contrast_of(vectors, (await self.queued.embed([item.reply]))[0])
+                    contrast = _contrast_of(vectors, (await self.queued.embed([text]))[0])
                 else:
-                    contrast = await asyncio.to_thread(
-                        self._contrast, embedder, vectors, item.reply
-                    )
+                    contrast = await asyncio.to_thread(self._contrast, embedder, vectors, text)
             except AgentGWError as exc:  # the embedder maps its failures into our tree
                 failure = f"embedding failed ({exc.code}): voice from features only"
         scores, detail = score_locally(item, contrast)

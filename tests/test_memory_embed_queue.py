@@ -79,3 +79,39 @@ async def test_a_failed_batch_fails_its_callers_and_the_queue_goes_on() -> None:
     await queue.aclose()
     assert await queue.embed([]) is not None  # empty requests never reach the model
     assert len(model.calls) == 2
+
+
+async def test_a_text_embedded_lately_is_not_run_through_the_model_again() -> None:
+    model = CountingEmbedder()
+    queue = EmbedQueue(model, recent=2)
+    first = await queue.embed(["Ada: fine", "Sam: hello"])
+    again = await queue.embed(["Ada: fine"])
+    assert again.tolist() == first[:1].tolist()
+    assert len(model.calls) == 1
+    assert queue.reused == 1
+    # A request with one text not known goes to the model whole.
+    await queue.embed(["Ada: fine", "new"])
+    assert model.calls[-1] == ["Ada: fine", "new"]
+    # Only the last ``recent`` texts are kept: "Sam: hello" was the oldest.
+    await queue.embed(["Sam: hello"])
+    assert model.calls[-1] == ["Sam: hello"]
+    assert len(model.calls) == 3
+    await queue.aclose()
+
+
+async def test_a_busy_gathering_queue_waits_for_a_fuller_batch_a_quiet_one_never() -> None:
+    model = CountingEmbedder()
+    queue = EmbedQueue(model, gather_s=0.2)
+    # Quiet: a lone request goes at once, alone.
+    await asyncio.wait_for(queue.embed(["lone"]), 0.15)
+    # Busy (more than BUSY_TEXTS_PER_S texts in the last second): requests a moment
+    # apart share one call instead of one call each.
+    await queue.embed([f"warm {n}" for n in range(20)])
+    calls = len(model.calls)
+    spread = []
+    for n in range(4):
+        spread.append(asyncio.create_task(queue.embed([f"late {n}"])))
+        await asyncio.sleep(0.02)
+    await asyncio.gather(*spread)
+    assert [len(call) for call in model.calls[calls:]] == [4]
+    await queue.aclose()

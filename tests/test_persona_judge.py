@@ -224,6 +224,32 @@ async def test_local_judge_embeds_the_reply_through_the_queue() -> None:
         await queue.aclose()
 
 
+async def test_local_judge_reuses_the_vector_the_memory_just_computed() -> None:
+    """With the agent's name the reply is embedded as the memory stores it ("Ada: …"):
+    after the memory's ingest embedded that text through the queue, the judge's
+    request is answered from the queue's recent vectors, no model call of its own;
+    the scores are those of a judge embedding "Ada: …" itself."""
+    from memory.embed import RECENT_TEXTS, EmbedQueue
+
+    state = state_with_rules()
+    reply = "Short answer: yes. Move it to Thursday and tell Sam."
+    alone = await LocalJudge(HashEmbedder(), load_exemplars(), speaker="Ada").judge(
+        item(reply, state)
+    )
+    embedder = HashEmbedder()
+    queue = EmbedQueue(embedder, recent=RECENT_TEXTS)  # type: ignore[arg-type]
+    judge = LocalJudge(embedder, load_exemplars(), queue, speaker="Ada")
+    try:
+        await queue.embed(["Sam: Should I move the call?", f"Ada: {reply}"])  # the ingest
+        assert embedder.calls == 1
+        shared = await judge.judge(item(reply, state))
+        assert embedder.calls == 3  # the exemplars' two calls, nothing for the reply
+        assert queue.reused == 1
+        assert shared.scores == alone.scores
+    finally:
+        await queue.aclose()
+
+
 async def test_local_groundedness_checks_the_pack() -> None:
     judge = LocalJudge(None, load_exemplars())
     state = state_with_rules()

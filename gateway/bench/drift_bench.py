@@ -407,16 +407,16 @@ Closer = Callable[[], Awaitable[None]]
 
 async def local_judge(config: Config) -> tuple[Judge, Closer]:
     from persona.build import local_embedder
-    from persona.judge_local import LocalJudge
-    from persona.state import load_exemplars
+    from persona.build import local_judge as gateway_local_judge
 
     embedder = await local_embedder(config)
-    exemplars = await asyncio.to_thread(load_exemplars, config.persona.exemplars_file)
+    # As the gateway builds it (the reply embedded as the memory stores it).
+    judge = await asyncio.to_thread(gateway_local_judge, config, embedder)
 
     async def close() -> None:
         return None
 
-    return LocalJudge(embedder, exemplars), close
+    return judge, close
 
 
 async def llm_judge(config: Config) -> tuple[Judge, Closer]:
