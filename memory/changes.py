@@ -30,7 +30,7 @@ _CUES: tuple[tuple[str, str], ...] = (
     (r"moved\s+(?:into|out|house|back|away|in)|relocat\w+|settled\s+in", "home"),
     (r"moving\s+day|new\s+(?:place|flat|house|apartment|home)|keys\s+to", "home"),
     (r"first\s+(?:day|week|month)\s+(?:at|with)|signed\s+with|took\s+the\s+job", "work"),
-    (r"got\s+the\s+[\w\s-]{0,30}?\b(?:job|role|position)|new\s+job|qualified", "work"),
+    (r"got\s+the\s+[\w\s-]{0,30}?\b(?:job|role|position)|qualified", "work"),
     (r"broke\s+up|split\s+up|fizzled\s+out|divorce\w*|single\s+again", "partner"),
     (r"we\s+called\s+(?:her|him)|goes\s+by|renamed|final\s+answer|in\s+the\s+end", "name"),
     (r"bumped|postponed|rescheduled|rebooked|pushed\s+back|brought\s+forward", "plan"),
