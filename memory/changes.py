@@ -31,9 +31,12 @@ _CUES: tuple[tuple[str, str], ...] = (
     (r"moving\s+day|new\s+(?:place|flat|house|apartment|home)|keys\s+to", "home"),
     (r"first\s+(?:day|week|month)\s+(?:at|with)|signed\s+with|took\s+the\s+job", "work"),
     (r"got\s+the\s+[\w\s-]{0,30}?\b(?:job|role|position)|qualified", "work"),
+    (r"started\s+(?:at|with)\s+(?-i:[A-Z])\w*|last\s+day\s+at|handed\s+in\s+my\s+notice", "work"),
     (r"broke\s+up|split\s+up|fizzled\s+out|divorce\w*|single\s+again", "partner"),
     (r"we\s+called\s+(?:her|him)|goes\s+by|renamed|final\s+answer|in\s+the\s+end", "name"),
-    (r"bumped|postponed|rescheduled|rebooked|pushed\s+back|brought\s+forward", "plan"),
+    (r"(?:we\s+)?named\s+(?:her|him|it|them)|changed\s+(?:his|her|their)\s+name", "name"),
+    (r"bumped|postponed|rescheduled|rebooked|pushed\s+(?:back|to)|brought\s+forward", "plan"),
+    (r"called\s+off|now\s+on\s+the\s+\d+\w*", "plan"),
     (r"new\s+date|cancell?ed|moved\s+to\s+the\s+\d", "plan"),
     (
         r"moved\s+(?:over\s+)?to|left|quit|ditched|dropped|gave\s+up(?:\s+on)?|switched(?:\s+\w+)?\s+to",
@@ -46,7 +49,9 @@ _CUE = re.compile(
 )
 # Markers that say a state is new, only with a kind's noun in the same clause: chat
 # is full of "now" and "finally".
-_MARKER = re.compile(r"\b(?:now|these\s+days|at\s+last|finally)\b", re.I)
+_MARKER = re.compile(
+    r"\b(?:now|these\s+days|at\s+last|finally|new\s+(?:favou?rite|number\s+one))\b", re.I
+)
 
 # The kinds of slot and the nouns that say a statement is about one. A favourite and a
 # plan are kinds per thing: ``fav:film``, ``plan:wedding``.

@@ -168,12 +168,15 @@ class Validity(Reembedding):
 
     async def _changed_topic(self, item_id: int, item: NewItem, change: Change) -> int:
         """A change the rules did not read ends the speaker's older statements of it:
-        the newest of each kind of slot it changes, and every one naming the thing it
-        changed ("left Ozone", "quit the choir")."""
+        each of the same kind of slot (a favourite of the same thing, a plan of the
+        same event), and each naming the thing it changed ("left Ozone", "quit the
+        choir"); within the speaker's last ``CHANGE_LOOKBACK`` messages."""
         older = await slots_repo.older_statements(
             self.store, item.person_id, item.speaker, item.role, item.occurred_at, CHANGE_LOOKBACK
         )
         ending = [row for row in older if row.id != item_id and ends(change, row.content)]
+        if ending:
+            log.info("memory %d: a change in other words (%s)", item_id, sorted(change.kinds))
         return await self._end(item_id, item, ending)
 
     async def _by_rules(self, item_id: int, item: NewItem) -> int:

@@ -38,6 +38,9 @@ def ended_by(newer: str, older: str) -> bool:
         ("My dentist appointment is on 2 March.", "My appointment got rescheduled."),
         ("We plan everything in Trello at work.", "We ditched Trello for Asana in spring."),
         ("I'm doing paleo this month.", "Gave up on paleo, eating normally again."),
+        ("I work at Boots on the pharmacy counter.", "Started at Superdrug on Monday."),
+        ("My favourite show is Succession.", "My new favourite show is Severance."),
+        ("Our wedding is on 3 June.", "The wedding is now on the 10th."),
         ("I play cello in the Hackney orchestra.", "I quit the orchestra after the tour."),
     ],
 )
@@ -72,6 +75,7 @@ def test_a_change_in_other_words_ends_the_older_statement(older: str, newer: str
         ("I live in Leeds, near the uni.", "I've moved to Firefox since Chrome got slow."),
         ("We live in Bath.", "We moved to a four-day week at work."),
         ("I work at Tesco on the tills.", "The bakery section no longer does bagels."),
+        ("I work at Boots.", "Started at 9 today, long shift."),
         # "now" and "finally" alone say nothing of what changed
         ("I'm so busy with the kids and my job.", "I finally took my kids to the zoo."),
         # a month named with a change is no thing of the older's
