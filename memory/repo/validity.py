@@ -32,6 +32,17 @@ class SlotRow:
     vector: NDArray[np.float32] | None = field(default=None, compare=False)
 
 
+# What a statement row holds: id, slot, value, content, when said, conversation.
+_STATEMENT = (
+    MemoryItem.id,
+    MemoryItem.slot,
+    MemoryItem.slot_value,
+    MemoryItem.content,
+    MemoryItem.occurred_at,
+    MemoryItem.conversation_id,
+)
+
+
 async def current_of_subject(
     store: Store, person_id: int, subject: str, model: str
 ) -> list[SlotRow]:
@@ -41,16 +52,7 @@ async def current_of_subject(
     # SQLite, so never answered from the index).
     low, high = f"{subject}:", f"{subject};"
     query = (
-        select(
-            MemoryItem.id,
-            MemoryItem.slot,
-            MemoryItem.slot_value,
-            MemoryItem.content,
-            MemoryItem.occurred_at,
-            MemoryItem.conversation_id,
-            MemoryItem.embedding,
-            MemoryItem.embedding_model,
-        )
+        select(*_STATEMENT, MemoryItem.embedding, MemoryItem.embedding_model)
         .where(
             MemoryItem.person_id == person_id,
             MemoryItem.slot >= low,
@@ -154,14 +156,7 @@ async def older_statements(
     """The speaker's own messages said before ``before`` and still valid, newest first
     (slot or not): what a change said in other words may end (memory/changes.py)."""
     query = (
-        select(
-            MemoryItem.id,
-            MemoryItem.slot,
-            MemoryItem.slot_value,
-            MemoryItem.content,
-            MemoryItem.occurred_at,
-            MemoryItem.conversation_id,
-        )
+        select(*_STATEMENT)
         .where(
             MemoryItem.person_id == person_id,
             MemoryItem.type == ItemType.EPISODE,
