@@ -27,9 +27,13 @@ from memory.slot_grammar import wordset
 # Cue verbs and phrases, each with the kind of slot it changes by itself ("" when
 # the kind comes from the nouns around it: "switched", "quit").
 _CUES: tuple[tuple[str, str], ...] = (
-    (r"moved\s+(?:into|out|house|back|away|in)|relocat\w+|settled\s+in", "home"),
+    # "moved out" of a home, not "moved out the old sofa"; "settled in Ljubljana", not
+    # "settled in to the new routine".
+    (r"moved\s+(?:into|out(?!\s+(?:the|a|an|my|our|some|all)\b)|house|back|away|in)", "home"),
+    (r"relocat\w+|settled\s+in\s+(?-i:[A-Z])\w*", "home"),
     (r"moving\s+day|new\s+(?:place|flat|house|apartment|home)|keys\s+to", "home"),
-    (r"first\s+(?:day|week|month)\s+(?:at|with)|signed\s+with|took\s+the\s+job", "work"),
+    (r"first\s+(?:day|week|month)\s+(?:at|with)|took\s+the\s+job", "work"),
+    (r"signed\s+with\s+(?-i:[A-Z])\w*", "work"),  # an employer, not "a new agent"
     (r"got\s+the\s+[\w\s-]{0,30}?\b(?:job|role|position)|qualified", "work"),
     (r"started\s+(?:at|with)\s+(?-i:[A-Z])\w*|last\s+day\s+at|handed\s+in\s+my\s+notice", "work"),
     (r"broke\s+up|split\s+up|fizzled\s+out|divorce\w*|single\s+again", "partner"),
@@ -112,6 +116,7 @@ _WISH = re.compile(
 )
 # A plan said before the cue ("I'm going to move to Berlin"), not after ("the OnePlus
 # is going to my mum").
+_STILL = re.compile(r"\bstill\b", re.I)
 _GOING = re.compile(r"\b(?:going\s+to|gonna)\b", re.I)
 _ADDED = re.compile(
     r"\b(?:too|also|as\s+well|taken\s+up|took\s+up|on\s+the\s+side|alongside)\b", re.I
@@ -161,10 +166,12 @@ def kinds_of(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def _names(text: str) -> set[str]:
-    """Capitalised words not opening a sentence, lower case."""
+def _names(text: str, *, start: bool = True) -> set[str]:
+    """Names: runs of capitalised words ("Google Docs" is not "Google"), lower case;
+    not one opening a sentence unless ``start`` is False (a clause after a cue)."""
+    skip = r"(?<![.!?]\s)(?<!^)" if start else ""
     out = set()
-    for m in re.finditer(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+", text):
+    for m in re.finditer(skip + r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*", text):
         out.add(m.group(0).lower().removesuffix("'s"))
     return out - _NOT_NAMES
 
@@ -221,10 +228,17 @@ def change_of(text: str) -> Change | None:
             own = {k for k in own if k.startswith("fav:")}
             if not own:
                 continue
+        if _STILL.search(clause):
+            continue  # "still my favourite now": the same said again
         kinds |= own
-        # Names after the cue: what it changed ("fizzled out with Kwame", "left Ozone");
-        # not a greeting's before it ("Thanks, Mel! I finally ...").
-        things |= _names(clause[at:])
+        # Names right after the cue: what it changed ("fizzled out with Kwame", "left
+        # Ozone"); not a greeting's before it ("Thanks, Mel! I finally ..."), nor one
+        # further on ("swapped the tyres on the Golf").
+        end = (cue or marker).end()  # type: ignore[union-attr]
+        rest = clause[end:].split()
+        # A naming names both ("In the end we called her Aoife, Isla just didn't suit").
+        naming = cue is not None and kind == "name"
+        things |= _names(" ".join(rest if naming else rest[:4]), start=False)
     if not kinds and not things:
         return None
     return Change(frozenset(kinds), frozenset(things))
@@ -261,5 +275,10 @@ def _same_thing(change: Change, older: str) -> bool:
         or ("fav:" in theirs and any(k.startswith("fav:") for k in change.kinds))
     ):
         return True
+    if "home" in theirs and "home" not in change.kinds:
+        return False  # "we left Paris after a lovely week" is no move from it
     words = {w.lower().removesuffix("'s") for w in _WORD.findall(older)}
-    return bool(change.things & words)
+    named = _names(older, start=False)
+    # A named thing matches a name of the older ("left Ozone" / "a barista at Ozone");
+    # a lower-case one a word ("quit the choir" / "the community choir").
+    return bool(change.things & (named | {w for w in words if w.islower()}))

@@ -67,7 +67,7 @@ def test_a_change_in_other_words_ends_the_older_statement(older: str, newer: str
         ("I live in Derby.", "I'm going to relocate to Leeds next year."),
         # an addition
         ("My favourite film is Alien.", "I've taken up Aliens as a favourite too."),
-        ("I'm a nurse at the Royal.", "I've signed with an agency too, for extra shifts."),
+        ("I'm a nurse at the Royal.", "I've signed with Pulse too, for extra shifts."),
         # a visit
         ("I live in Oslo.", "Staying at my brother's new place in Bergen for three weeks."),
         ("We rent a flat in Oslo.", "Moved into a cabin in Geilo for two weeks of skiing."),
@@ -78,6 +78,15 @@ def test_a_change_in_other_words_ends_the_older_statement(older: str, newer: str
         ("I work at Boots.", "Started at 9 today, long shift."),
         # "now" and "finally" alone say nothing of what changed
         ("I'm so busy with the kids and my job.", "I finally took my kids to the zoo."),
+        # the cue's words in another sense, or about another thing
+        ("I live in Paris, in the 11th.", "We left Paris yesterday after a lovely week."),
+        ("I work at Google on search.", "I left Google Docs open all night lol."),
+        ("I work at Acme as a nurse.", "Signed with a new agent for my novel!"),
+        ("I live in Leeds.", "Finally settled in to the new routine."),
+        ("I drive a Golf.", "Just swapped the tyres on the Golf."),
+        ("I rent a flat in Bristol.", "Moved out the old sofa at last."),
+        # the same said again
+        ("My favourite film is Heat.", "Watched Heat, still my favourite now."),
         # a month named with a change is no thing of the older's
         ("I go swimming in July.", "Gave up on the gym in July."),
     ],
