@@ -29,12 +29,14 @@ from memory.slot_grammar import wordset
 _CUES: tuple[tuple[str, str], ...] = (
     # "moved out" of a home, not "moved out the old sofa"; "settled in Ljubljana", not
     # "settled in to the new routine".
-    (r"moved\s+(?:into|out(?!\s+(?:the|a|an|my|our|some|all)\b)|house|back|away|in)", "home"),
+    (r"moved\s+(?:into|house|(?:out|back|away|in)(?!\s+(?:the|a|an|my|our|some|all)\b))", "home"),
     (r"relocat\w+|settled\s+in\s+(?-i:[A-Z])\w*", "home"),
     (r"moving\s+day|new\s+(?:place|flat|house|apartment|home)|keys\s+to", "home"),
-    (r"first\s+(?:day|week|month)\s+(?:at|with)|took\s+the\s+job", "work"),
+    (r"first\s+(?:day|week|month)\s+(?:at|with)\s+(?-i:[A-Z])\w*", "work"),
+    (r"took\s+the\s+job\s+(?:at|with)", "work"),
     (r"signed\s+with\s+(?-i:[A-Z])\w*", "work"),  # an employer, not "a new agent"
-    (r"got\s+the\s+[\w\s-]{0,30}?\b(?:job|role|position)|qualified", "work"),
+    (r"got\s+the\s+[\w\s-]{0,30}?\b(?:job|role|position)(?!\s+of)", "work"),
+    (r"qualified(?!\s+(?:for|to)\b)", "work"),
     (r"started\s+(?:at|with)\s+(?-i:[A-Z])\w*|last\s+day\s+at|handed\s+in\s+my\s+notice", "work"),
     (r"broke\s+up|split\s+up|fizzled\s+out|divorce\w*|single\s+again", "partner"),
     (r"we\s+called\s+(?:her|him)|goes\s+by|renamed|final\s+answer|in\s+the\s+end", "name"),
@@ -99,12 +101,13 @@ _FIRST = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|we|we're|we've|our|us)\b", 
 _RELATIONS = (
     "brother|sister|husband|wife|mum|mom|dad|father|mother|son|daughter|friend|mate|"
     "best\\s+mate|neighbou?r|boss|colleague|cousin|uncle|aunt|gran|grandma|grandad|"
-    "parents|flatmate|roommate|girlfriend|boyfriend|partner|kids?"
+    "parents|flatmates?|roommates?|girlfriend|boyfriend|partner|kids?|neighbou?rs|landlord|"
+    "family"
 )
 # Someone else is who changed: "my brother just moved", "he quit", "Ross and his
 # girlfriend broke up", "my neighbour's new puppy".
 _OTHER = re.compile(
-    rf"\b(?:my|our)\s+(?:\w+\s+)?(?:{_RELATIONS})(?:'s)?\b|\b(?:he|she|his|her)\b"
+    rf"\b(?:my|our|the)\s+(?:\w+\s+)?(?:{_RELATIONS})(?:'s)?\b|\b(?:he|she|his|her)\b"
     r"|\b[A-Z]\w+\s+and\s+(?:his|her)\b",
     re.I,
 )

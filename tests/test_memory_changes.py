@@ -85,6 +85,12 @@ def test_a_change_in_other_words_ends_the_older_statement(older: str, newer: str
         ("I live in Leeds.", "Finally settled in to the new routine."),
         ("I drive a Golf.", "Just swapped the tyres on the Golf."),
         ("I rent a flat in Bristol.", "Moved out the old sofa at last."),
+        ("I work at Tesco.", "First week at the gym done, legs are dead."),
+        ("I work at Tesco.", "Took the job of cleaning the garage this weekend."),
+        ("I work at the BBC.", "I got the job of best man at Tom's wedding."),
+        ("I work at Tesco, on tills.", "Qualified for the half marathon!"),
+        ("I live in Leeds.", "Moved back the meeting to Friday."),
+        ("I live in a flat in Leeds.", "The neighbours moved out at last."),
         # the same said again
         ("My favourite film is Heat.", "Watched Heat, still my favourite now."),
         # a month named with a change is no thing of the older's
