@@ -293,6 +293,11 @@ class MemoryConfig:
     # it needs a shared content word: "I take the bus to the office" / "I cycle to
     # the office now").
     change_fallback_similarity: Share = 0.4
+    # A change said in words no rule or frame reads ("Finally settled in Ljubljana
+    # after the move", "Things fizzled out with Kwame") ends the speaker's older
+    # statements of the same kind of slot or naming the thing it changed
+    # (memory/changes.py; the fallback when nothing else ended).
+    change_cues: bool = True
     # A folder kept in step with memory (memory/porting/mirror.py): each person's readable
     # files as `agentgw memory export` writes them (not agentgw.jsonl), and an edit a
     # person makes in facts.md, preferences.md, persona.md or events.md read back as a

@@ -38,6 +38,7 @@ from typing import Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from memory.changes import Change, change_of, ends
 from memory.frames import (
     Frame,
     frame_of,
@@ -62,6 +63,9 @@ log = logging.getLogger("memory.service")
 # How many of the messages after an ended statement are read for an agent reply that
 # repeated its value.
 REPLIES_READ = 2
+# How many of the speaker's older messages a change said in other words is read against
+# (memory/changes.py), newest first.
+CHANGE_LOOKBACK = 200
 # The candidates a slot judge is shown: the subject's current statements, nearest first.
 JUDGE_CANDIDATES = 12
 # A cosine at which a current statement is worth showing a judge at all.
@@ -152,6 +156,30 @@ class Validity(Reembedding):
         return ended
 
     async def _validity_of(self, item_id: int, item: NewItem) -> int:
+        ended = await self._by_rules(item_id, item)
+        if ended or not self.config.change_cues or self.slot_judge is not None:
+            return ended
+        if item.type is not ItemType.EPISODE or item.role not in ("", "user"):
+            return 0
+        change = change_of(item.content)
+        if change is None:
+            return 0
+        return await self._changed_topic(item_id, item, change)
+
+    async def _changed_topic(self, item_id: int, item: NewItem, change: Change) -> int:
+        """A change the rules did not read ends the speaker's older statements of it:
+        each of the same kind of slot (a favourite of the same thing, a plan of the
+        same event), and each naming the thing it changed ("left Ozone", "quit the
+        choir"); within the speaker's last ``CHANGE_LOOKBACK`` messages."""
+        older = await slots_repo.older_statements(
+            self.store, item.person_id, item.speaker, item.role, item.occurred_at, CHANGE_LOOKBACK
+        )
+        ending = [row for row in older if row.id != item_id and ends(change, row.content)]
+        if ending:
+            log.info("memory %d: a change in other words (%s)", item_id, sorted(change.kinds))
+        return await self._end(item_id, item, ending)
+
+    async def _by_rules(self, item_id: int, item: NewItem) -> int:
         text, speaker = item.content, item.speaker
         if item.type is not ItemType.EPISODE:
             quoted, body = split_quoted(item.content)

@@ -22,12 +22,14 @@ written after the rules' last change; ``lockbox``, jobs, roles and other life
 statuses, blind once, at 7eec89c: its two misses — "Guess who's head chef now!"
 and "I've joined the ESB as an apprentice trainer" ending nothing — were then
 read to build the role readings of memory/roles.py, so it is seen and is dev
-since). The held-out sets, written before the mechanisms they test
-(``held_out_frames``: verbs no slot rule reads; ``held_out_3``: jobs, roles and
-other life statuses, read while memory/statuses.py was built, so no longer
-blind either; ``lockbox_2``: every slot kind, written blind by a helper while
-the role readings were being built, and first run once they were frozen), are
-reported apart: each in ``by_split``, and together as the ``*_held_out`` keys.
+since; ``lockbox_2``, every slot kind in natural phrasing, written blind by a
+helper while the role readings were being built and run blind once at 6be4373 —
+current_first 0.28, old_untagged 0.875, false_supersessions 0 — then used to
+build the change-cue fallback of memory/changes.py, so dev since). The held-out
+sets, written before the mechanisms they test (``held_out_frames``: verbs no slot
+rule reads; ``held_out_3``: jobs, roles and other life statuses, read while
+memory/statuses.py was built, so no longer blind either), are reported apart:
+each in ``by_split``, and together as the ``*_held_out`` keys.
 The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
 one more function in that list.
@@ -67,9 +69,12 @@ from memory.service import Episode, MemoryService, PackRequest, load_embedder
 
 TAGS = ("[superseded ", "[conflict]")
 # The lockbox was run blind once and its misses then read (memory/roles.py): dev.
-DEV_SPLITS = ("tuned", "held_out", "held_out_2", "lockbox")
+# lockbox_2 was run blind once at 6be4373 (current_first 0.28, old_untagged 0.875,
+# false_supersessions 0), then used to build the change-cue fallback
+# (memory/changes.py): dev.
+DEV_SPLITS = ("tuned", "held_out", "held_out_2", "lockbox", "lockbox_2")
 # Written before the mechanisms they test; never the headline figures.
-HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox_2")
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3")
 
 
 @dataclass

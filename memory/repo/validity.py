@@ -32,6 +32,17 @@ class SlotRow:
     vector: NDArray[np.float32] | None = field(default=None, compare=False)
 
 
+# What a statement row holds: id, slot, value, content, when said, conversation.
+_STATEMENT = (
+    MemoryItem.id,
+    MemoryItem.slot,
+    MemoryItem.slot_value,
+    MemoryItem.content,
+    MemoryItem.occurred_at,
+    MemoryItem.conversation_id,
+)
+
+
 async def current_of_subject(
     store: Store, person_id: int, subject: str, model: str
 ) -> list[SlotRow]:
@@ -41,16 +52,7 @@ async def current_of_subject(
     # SQLite, so never answered from the index).
     low, high = f"{subject}:", f"{subject};"
     query = (
-        select(
-            MemoryItem.id,
-            MemoryItem.slot,
-            MemoryItem.slot_value,
-            MemoryItem.content,
-            MemoryItem.occurred_at,
-            MemoryItem.conversation_id,
-            MemoryItem.embedding,
-            MemoryItem.embedding_model,
-        )
+        select(*_STATEMENT, MemoryItem.embedding, MemoryItem.embedding_model)
         .where(
             MemoryItem.person_id == person_id,
             MemoryItem.slot >= low,
@@ -146,3 +148,27 @@ async def ended_of(store: Store, ids: Sequence[int]) -> dict[int, datetime]:
     )
     async with store.reader() as session:
         return {int(r[0]): r[1] for r in (await session.execute(query)).all() if r[1] is not None}
+
+
+async def older_statements(
+    store: Store, person_id: int, speaker: str, role: str, before: datetime, limit: int
+) -> list[SlotRow]:
+    """The speaker's own messages said before ``before`` and still valid, newest first
+    (slot or not): what a change said in other words may end (memory/changes.py)."""
+    query = (
+        select(*_STATEMENT)
+        .where(
+            MemoryItem.person_id == person_id,
+            MemoryItem.type == ItemType.EPISODE,
+            MemoryItem.speaker == speaker,
+            MemoryItem.role == role,
+            MemoryItem.occurred_at < before,
+            MemoryItem.valid_until.is_(None),
+            MemoryItem.status == ItemStatus.ACTIVE,
+        )
+        .order_by(MemoryItem.occurred_at.desc(), MemoryItem.id.desc())
+        .limit(limit)
+    )
+    async with store.reader() as session:
+        rows = (await session.execute(query)).all()
+    return [SlotRow(int(r[0]), r[1] or "", r[2], r[3], r[4], r[5]) for r in rows]
