@@ -26,7 +26,9 @@ since). The held-out sets, written before the mechanisms they test
 (``held_out_frames``: verbs no slot rule reads; ``held_out_3``: jobs, roles and
 other life statuses, read while memory/statuses.py was built, so no longer
 blind either; ``lockbox_2``: every slot kind, written blind by a helper while
-the role readings were being built, and first run once they were frozen), are
+the role readings were being built, and first run once they were frozen;
+``lockbox_3``: every slot kind again, in several Englishes, written blind by a
+helper on 2026-11-28 while the slot rules were being changed, run once), are
 reported apart: each in ``by_split``, and together as the ``*_held_out`` keys.
 The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
@@ -57,6 +59,7 @@ from gateway.bench.trust_scenarios import SCENARIOS, Scenario
 from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
 from gateway.bench.trust_scenarios_lockbox import LOCKBOX
 from gateway.bench.trust_scenarios_lockbox2 import LOCKBOX_2
+from gateway.bench.trust_scenarios_lockbox3 import LOCKBOX_3
 from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
@@ -69,7 +72,7 @@ TAGS = ("[superseded ", "[conflict]")
 # The lockbox was run blind once and its misses then read (memory/roles.py): dev.
 DEV_SPLITS = ("tuned", "held_out", "held_out_2", "lockbox")
 # Written before the mechanisms they test; never the headline figures.
-HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox_2")
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox_2", "lockbox_3")
 
 
 @dataclass
@@ -343,7 +346,7 @@ def main(args: argparse.Namespace) -> int:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
         result = await bench(
-            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2,
+            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2 + LOCKBOX_3,
             args.repeats,
             overrides,
             embedder,
