@@ -13,9 +13,12 @@ from gateway.bench.trust_scenarios import SCENARIOS, Scenario
 from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
 from gateway.bench.trust_scenarios_lockbox import LOCKBOX
 from gateway.bench.trust_scenarios_lockbox2 import CHANGES, KEEPS, LOCKBOX_2
+from gateway.bench.trust_scenarios_lockbox3 import CHANGES as CHANGES_3
+from gateway.bench.trust_scenarios_lockbox3 import KEEPS as KEEPS_3
+from gateway.bench.trust_scenarios_lockbox3 import LOCKBOX_3
 from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 
-ALL = SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2
+ALL = SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2 + LOCKBOX_3
 
 
 def _holding(scenario: Scenario, words: str) -> list[int]:
@@ -27,8 +30,8 @@ def test_names_are_unique_and_splits_declared() -> None:
     assert {s.split for s in ALL} == {*DEV_SPLITS, *HELD_OUT_SPLITS}
 
 
-@pytest.mark.parametrize("scenario", LOCKBOX_2, ids=lambda s: s.name)
-def test_lockbox_2_words_point_at_one_statement(scenario: Scenario) -> None:
+@pytest.mark.parametrize("scenario", LOCKBOX_2 + LOCKBOX_3, ids=lambda s: s.name)
+def test_lockbox_words_point_at_one_statement(scenario: Scenario) -> None:
     days = [day for day, _ in scenario.messages]
     assert days == sorted(days)
     assert days[-1] <= scenario.question[0]
@@ -43,9 +46,22 @@ def test_lockbox_2_words_point_at_one_statement(scenario: Scenario) -> None:
         assert _holding(scenario, words) == [0]
 
 
-def test_lockbox_2_is_one_split_of_changes_and_keeps() -> None:
-    assert {s.split for s in LOCKBOX_2} == {"lockbox_2"}
-    assert all(s.current and s.old and not s.keep for s in CHANGES)
-    assert all(s.keep and not s.current and not s.old for s in KEEPS)
-    assert len(CHANGES) >= 30
-    assert len(KEEPS) >= 12
+@pytest.mark.parametrize(
+    ("split", "lockbox", "changes", "keeps"),
+    [
+        ("lockbox_2", LOCKBOX_2, CHANGES, KEEPS),
+        ("lockbox_3", LOCKBOX_3, CHANGES_3, KEEPS_3),
+    ],
+)
+def test_lockbox_is_one_split_of_changes_and_keeps(
+    split: str,
+    lockbox: tuple[Scenario, ...],
+    changes: tuple[Scenario, ...],
+    keeps: tuple[Scenario, ...],
+) -> None:
+    assert {s.split for s in lockbox} == {split}
+    assert lockbox == changes + keeps
+    assert all(s.current and s.old and not s.keep for s in changes)
+    assert all(s.keep and not s.current and not s.old for s in keeps)
+    assert len(changes) >= 30
+    assert len(keeps) >= 12

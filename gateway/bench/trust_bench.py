@@ -28,8 +28,10 @@ current_first 0.28, old_untagged 0.875, false_supersessions 0 — then used to
 build the change-cue fallback of memory/changes.py, so dev since). The held-out
 sets, written before the mechanisms they test (``held_out_frames``: verbs no slot
 rule reads; ``held_out_3``: jobs, roles and other life statuses, read while
-memory/statuses.py was built, so no longer blind either), are reported apart:
-each in ``by_split``, and together as the ``*_held_out`` keys.
+memory/statuses.py was built, so no longer blind either; ``lockbox_3``: every
+slot kind again, in several Englishes, written blind by a helper on 2026-11-28
+while the change-cue fallback was being built, run once after it was frozen),
+are reported apart: each in ``by_split``, and together as the ``*_held_out`` keys.
 The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
 one more function in that list.
@@ -59,6 +61,7 @@ from gateway.bench.trust_scenarios import SCENARIOS, Scenario
 from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
 from gateway.bench.trust_scenarios_lockbox import LOCKBOX
 from gateway.bench.trust_scenarios_lockbox2 import LOCKBOX_2
+from gateway.bench.trust_scenarios_lockbox3 import LOCKBOX_3
 from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
@@ -74,7 +77,7 @@ TAGS = ("[superseded ", "[conflict]")
 # (memory/changes.py): dev.
 DEV_SPLITS = ("tuned", "held_out", "held_out_2", "lockbox", "lockbox_2")
 # Written before the mechanisms they test; never the headline figures.
-HELD_OUT_SPLITS = ("held_out_frames", "held_out_3")
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox_3")
 
 
 @dataclass
@@ -348,7 +351,7 @@ def main(args: argparse.Namespace) -> int:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
         result = await bench(
-            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2,
+            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2 + LOCKBOX_3,
             args.repeats,
             overrides,
             embedder,
