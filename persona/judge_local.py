@@ -19,6 +19,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gateway.errors import AgentGWError
+from memory.state import embedding_text
+from memory.types import ItemType
 from persona.features import measure, trait_distance
 from persona.judge import (
     JudgeInput,
@@ -186,9 +188,6 @@ class LocalJudge:
     ) -> float:
         return _contrast_of(vectors, embedder.embed([reply])[0])
 
-    def _embedded_text(self, reply: str) -> str:
-        return f"{self.speaker}: {reply}" if self.speaker else reply
-
     async def judge(self, item: JudgeInput) -> Judgement:
         start = time.perf_counter()
         contrast: float | None = None
@@ -201,7 +200,7 @@ class LocalJudge:
                     if vectors is None:
                         vectors = await asyncio.to_thread(self._embed_exemplars, embedder)
                         self._vectors = vectors
-                text = self._embedded_text(item.reply)
+                text = embedding_text(ItemType.EPISODE, self.speaker, item.reply)
                 if self.queued is not None:
                     contrast = _contrast_of(vectors, (await self.queued.embed([text]))[0])
                 else:
