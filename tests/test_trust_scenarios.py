@@ -16,9 +16,12 @@ from gateway.bench.trust_scenarios_lockbox2 import CHANGES, KEEPS, LOCKBOX_2
 from gateway.bench.trust_scenarios_lockbox3 import CHANGES as CHANGES_3
 from gateway.bench.trust_scenarios_lockbox3 import KEEPS as KEEPS_3
 from gateway.bench.trust_scenarios_lockbox3 import LOCKBOX_3
+from gateway.bench.trust_scenarios_lockbox4 import CHANGES as CHANGES_4
+from gateway.bench.trust_scenarios_lockbox4 import KEEPS as KEEPS_4
+from gateway.bench.trust_scenarios_lockbox4 import LOCKBOX_4
 from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 
-ALL = SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2 + LOCKBOX_3
+ALL = SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2 + LOCKBOX_3 + LOCKBOX_4
 
 
 def _holding(scenario: Scenario, words: str) -> list[int]:
@@ -30,7 +33,7 @@ def test_names_are_unique_and_splits_declared() -> None:
     assert {s.split for s in ALL} == {*DEV_SPLITS, *HELD_OUT_SPLITS}
 
 
-@pytest.mark.parametrize("scenario", LOCKBOX_2 + LOCKBOX_3, ids=lambda s: s.name)
+@pytest.mark.parametrize("scenario", LOCKBOX_2 + LOCKBOX_3 + LOCKBOX_4, ids=lambda s: s.name)
 def test_lockbox_words_point_at_one_statement(scenario: Scenario) -> None:
     days = [day for day, _ in scenario.messages]
     assert days == sorted(days)
@@ -51,6 +54,7 @@ def test_lockbox_words_point_at_one_statement(scenario: Scenario) -> None:
     [
         ("lockbox_2", LOCKBOX_2, CHANGES, KEEPS),
         ("lockbox_3", LOCKBOX_3, CHANGES_3, KEEPS_3),
+        ("lockbox_4", LOCKBOX_4, CHANGES_4, KEEPS_4),
     ],
 )
 def test_lockbox_is_one_split_of_changes_and_keeps(
