@@ -25,5 +25,11 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="KEY=VALUE",
         help="a [memory] setting for this run, repeatable (default: the built-in [memory])",
     )
+    trust.add_argument(
+        "--split",
+        action="append",
+        metavar="NAME",
+        help="only this split's scenarios, repeatable (e.g. lockbox_4); no lessons or triggers",
+    )
     trust.add_argument("--json", action="store_true", help="print JSON instead of text")
     trust.set_defaults(bench_main=_main)

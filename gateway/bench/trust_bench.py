@@ -30,7 +30,10 @@ sets, written before the mechanisms they test (``held_out_frames``: verbs no slo
 rule reads; ``held_out_3``: jobs, roles and other life statuses, read while
 memory/statuses.py was built, so no longer blind either; ``lockbox_3``: every
 slot kind again, in several Englishes, written blind by a helper on 2026-11-28
-while the change-cue fallback was being built, run once after it was frozen),
+while the change-cue fallback was being built, run once after it was frozen;
+``lockbox_4``: every slot kind and a few more, written blind by another helper on
+2026-11-28 while the rules were being improved on the dev splits, run once on
+bf99360's rules to check it scores, next after the rules are frozen),
 are reported apart: each in ``by_split``, and together as the ``*_held_out`` keys.
 The keys are
 produced by ``METRICS``, one function each: another key (lessons, triggers) is
@@ -62,6 +65,7 @@ from gateway.bench.trust_scenarios_frames import HELD_OUT_FRAMES
 from gateway.bench.trust_scenarios_lockbox import LOCKBOX
 from gateway.bench.trust_scenarios_lockbox2 import LOCKBOX_2
 from gateway.bench.trust_scenarios_lockbox3 import LOCKBOX_3
+from gateway.bench.trust_scenarios_lockbox4 import LOCKBOX_4
 from gateway.bench.trust_scenarios_status import HELD_OUT_STATUS
 from gateway.bench.trust_triggers import fired_on_day
 from gateway.store import Store
@@ -77,7 +81,7 @@ TAGS = ("[superseded ", "[conflict]")
 # (memory/changes.py): dev.
 DEV_SPLITS = ("tuned", "held_out", "held_out_2", "lockbox", "lockbox_2")
 # Written before the mechanisms they test; never the headline figures.
-HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox_3")
+HELD_OUT_SPLITS = ("held_out_frames", "held_out_3", "lockbox_3", "lockbox_4")
 
 
 @dataclass
@@ -246,7 +250,11 @@ def summary(run: BenchRun) -> dict[str, Any]:
 
 
 async def bench(
-    scenarios: Sequence[Scenario], repeats: int, overrides: dict[str, str], embedder: Embedder
+    scenarios: Sequence[Scenario],
+    repeats: int,
+    overrides: dict[str, str],
+    embedder: Embedder,
+    splits: Sequence[str] = (*DEV_SPLITS, *HELD_OUT_SPLITS),
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agentgw-bench-trust-") as folder:
         config = bench_config(Path(folder) / "data", 1000, overrides)
@@ -275,7 +283,7 @@ async def bench(
     result = summary(replace(run, outcomes=dev))
     result["by_split"] = {
         split: summary(BenchRun([o for o in run.outcomes if o.scenario.split == split]))
-        for split in (*DEV_SPLITS, *HELD_OUT_SPLITS)
+        for split in splits
     }
     result["old_untagged_dev"] = result["old_untagged"]
     held = summary(BenchRun([o for o in run.outcomes if o.scenario.split in HELD_OUT_SPLITS]))
@@ -304,6 +312,7 @@ def trust_targets(result: dict[str, Any]) -> list[Target]:
             str(result["by_split"][split].get("current_first")),
         )
         for split in (*DEV_SPLITS[1:], *HELD_OUT_SPLITS)
+        if split in result["by_split"]
     ]
     targets += [
         at_most("outdated facts untagged in the pack", result["old_untagged"] or 0.0, 0.0, ""),
@@ -346,16 +355,28 @@ def trust_targets(result: dict[str, Any]) -> list[Target]:
 
 def main(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.set or [])
+    unknown = set(args.split or ()) - {*DEV_SPLITS, *HELD_OUT_SPLITS}
+    if unknown:
+        raise SystemExit(f"unknown split(s): {', '.join(sorted(unknown))}")
 
     async def go() -> dict[str, Any]:
         config = bench_config(Path(tempfile.gettempdir()) / "agentgw-trust-config", 1000, overrides)
         embedder = await asyncio.to_thread(load_embedder, config.memory)
-        result = await bench(
-            SCENARIOS + HELD_OUT_FRAMES + HELD_OUT_STATUS + LOCKBOX + LOCKBOX_2 + LOCKBOX_3,
-            args.repeats,
-            overrides,
-            embedder,
+        scenarios = (
+            SCENARIOS
+            + HELD_OUT_FRAMES
+            + HELD_OUT_STATUS
+            + LOCKBOX
+            + LOCKBOX_2
+            + LOCKBOX_3
+            + LOCKBOX_4
         )
+        if args.split:
+            # One split alone (a lockbox's single blind run): the lessons and triggers
+            # runs belong to no split, so they are left out.
+            chosen = [s for s in scenarios if s.split in args.split]
+            return await bench(chosen, args.repeats, overrides, embedder, args.split)
+        result = await bench(scenarios, args.repeats, overrides, embedder)
         # A correction in session 1 in session 2's prompt: a real gateway, two sessions.
         lessons = await trust_lessons.run()
         result["lessons_applied"] = lessons["lessons_applied"]
