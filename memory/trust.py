@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
 import numpy as np
 from numpy.typing import NDArray
 
 from gateway.clock import local
+from memory.changes import own_values
 from memory.frames import is_frame_slot
 from memory.ttl import category_ttl, slot_ttl
 
@@ -146,3 +148,97 @@ def tag_text(tags: Sequence[str]) -> str:
     if not tags:  # nearly every line: no join, no generator
         return ""
     return "".join(f"[{t}] " for t in tags)
+
+
+# Query-time conflicts: two statements of the speaker's own that both answer the
+# message and name different values of one thing, which no rule at write time tied
+# together ("I stay in Pune, Kothrud side" / "Shifted to Bengaluru last month").
+# Both must be this near the message (cosine), and this near each other.
+QUERY_RELEVANCE = 0.2
+PAIR_SIMILARITY = 0.4
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What the query-time check reads of one kept item."""
+
+    text: str
+    speaker: str
+    # The person's own statement (role user), still valid and not already tagged.
+    eligible: bool
+    # Its slot (memory/slots.py) or frame (memory/frames.py), None when it claims none.
+    slot: str | None
+    at: datetime
+    # Cosine to the message (None without a vector).
+    relevance: float | None
+
+
+def _decided(older: str | None, newer: str | None) -> bool:
+    """Whether the write-time readings already decided two statements are not one
+    thing's two values: two of one slot (a rule slot's are ``conflicts``'s, a frame's
+    no exclusive claims), two rule slots or two "my X" frames (different attributes:
+    "my dentist" and "my gym")."""
+    if older is None or newer is None:
+        return False
+    if older == newer:
+        return True
+    kinds = [
+        "my"
+        if is_frame_slot(s) and s.partition(":")[2].startswith("~my_")
+        else "frame"
+        if is_frame_slot(s)
+        else "rule"
+        for s in (older, newer)
+    ]
+    return kinds[0] == kinds[1] and kinds[0] != "frame"
+
+
+def query_conflicts(
+    statements: Sequence[Statement], vectors: Sequence[NDArray[np.float32] | None]
+) -> list[set[int]]:
+    """Groups of kept statements (indices) that disagree about what the message asks:
+    the same speaker's own statements, each at cosine >= ``QUERY_RELEVANCE`` to the
+    message and >= ``PAIR_SIMILARITY`` to each other, the newer naming a value (a
+    name or a figure, memory/changes.py ``own_values``) the older, which names one,
+    does not, unless the write-time readings already decided (``_decided``). Nothing is
+    ended: a question about the past still finds both, untagged (the caller does not
+    ask then)."""
+    near = [
+        n
+        for n, s in enumerate(statements)
+        if s.eligible
+        and vectors[n] is not None
+        and s.relevance is not None
+        and s.relevance >= QUERY_RELEVANCE
+    ]
+    if len(near) < 2:
+        return []
+    values = {n: own_values(statements[n].text) for n in near}
+    near = [n for n in near if values[n]]
+    if len(near) < 2:
+        return []
+    matrix = np.stack([vectors[n] for n in near])  # type: ignore[misc]
+    similar = matrix @ matrix.T
+    parent = {n: n for n in near}
+
+    def root(n: int) -> int:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for a, i in enumerate(near):
+        for b in range(a + 1, len(near)):
+            j = near[b]
+            old, new = (i, j) if statements[i].at <= statements[j].at else (j, i)
+            so, sn = statements[old], statements[new]
+            if so.speaker != sn.speaker or similar[a, b] < PAIR_SIMILARITY:
+                continue
+            if _decided(so.slot, sn.slot):
+                continue
+            if not values[new] - values[old]:
+                continue
+            parent[root(old)] = root(new)
+    groups: dict[int, set[int]] = {}
+    for n in near:
+        groups.setdefault(root(n), set()).add(n)
+    return [g for g in groups.values() if len(g) > 1]
