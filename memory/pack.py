@@ -36,6 +36,7 @@ from memory.timeparse import TimeWindow, resolve_window
 from memory.trust import (
     Statement,
     asks_about_past,
+    asks_of_me,
     conflicts,
     ended,
     item_tags,
@@ -492,8 +493,9 @@ def select(
     kept.sort(key=lambda e: (-e.score, e.candidate.item.id))
     frame = ""
     if settings.trust_pass and kept:
-        past = asks_about_past(query, window is not None)
-        kept, frame = _trust_pass(kept, settings, now, budget_chars - used, past=past)
+        # Query-time conflicts for a message about its writer, now (memory/trust.py).
+        asked = asks_of_me(query) and not asks_about_past(query, window is not None)
+        kept, frame = _trust_pass(kept, settings, now, budget_chars - used, asked=asked)
     if not kept and not note_lines:
         text = ""
     else:
@@ -578,19 +580,19 @@ def _asked_conflicts(kept: Sequence[_Scored], now: datetime) -> list[set[int]]:
 
 
 def _trust_pass(
-    kept: list[_Scored], settings: PackSettings, now: datetime, room: int, *, past: bool = False
+    kept: list[_Scored], settings: PackSettings, now: datetime, room: int, *, asked: bool = False
 ) -> tuple[list[_Scored], str]:
     """Conflict tags, current-first order within each slot, and the frame's legend (see
     memory/trust.py); the items' own tags are already in their lines. What the
     conflict tags and the legend add is paid for by the lowest-scored items when
-    the budget has no room left for it. A message about the past gets no query-time
-    conflicts: it asks for what was true then."""
+    the budget has no room left for it. Query-time conflicts only when ``asked`` (a
+    message about its writer, not about the past: that asks for what was true then)."""
     items = [e.candidate.item for e in kept]
-    asked = _asked_conflicts(kept, now) if settings.query_conflicts and not past else []
-    if all(i.slot is None for i in items) and not any(e.tags for e in kept) and not asked:
+    pairs = _asked_conflicts(kept, now) if settings.query_conflicts and asked else []
+    if all(i.slot is None for i in items) and not any(e.tags for e in kept) and not pairs:
         return kept, ""
     torn = conflicts([(i.slot, i.slot_value, not ended(i.valid_until, now)) for i in items])
-    torn |= {n for group in asked for n in group}
+    torn |= {n for group in pairs for n in group}
     for n in sorted(torn):
         entry, item = kept[n], items[n]
         if "conflict" in entry.tags:
@@ -606,7 +608,7 @@ def _trust_pass(
                 tag_text(entry.tags) + clean.text,
             )
     groups = replacement_groups(items)
-    for k, group in enumerate(asked):
+    for k, group in enumerate(pairs):
         for n in group:
             groups[n] = f"?{k}"  # the newer (or more confident) first, as one slot's
     order = slot_order(

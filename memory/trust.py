@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gateway.clock import local
-from memory.changes import own_values
+from memory.changes import own_values, value_kind
 from memory.frames import is_frame_slot
 from memory.ttl import category_ttl, slot_ttl
 
@@ -156,6 +156,12 @@ def tag_text(tags: Sequence[str]) -> str:
 # Both must be this near the message (cosine), and this near each other.
 QUERY_RELEVANCE = 0.2
 PAIR_SIMILARITY = 0.4
+# Said this far apart at least: two messages of one sitting that no rule read as a
+# change say more of one thing ("I'm learning German now" / "Learning German has been
+# tough"), not two values of it.
+APART = timedelta(days=1)
+# The older must be a state the write path read (a slot or a frame), not a story.
+OLDER_READ = True
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,16 @@ class Statement:
     at: datetime
     # Cosine to the message (None without a vector).
     relevance: float | None
+
+
+# The message asks about the person who writes it ("where do I live?", "what's my
+# phone?"): the pack's statements of their own are what it weighs.
+_ASKS_OF_ME = re.compile(r"\b(?:i|i'm|im|my|me|mine)\b", re.I)
+
+
+def asks_of_me(query: str) -> bool:
+    """Whether the message is about its writer (query-time conflicts weigh only then)."""
+    return bool(_ASKS_OF_ME.search(query))
 
 
 def _decided(older: str | None, newer: str | None) -> bool:
@@ -196,13 +212,14 @@ def _decided(older: str | None, newer: str | None) -> bool:
 def query_conflicts(
     statements: Sequence[Statement], vectors: Sequence[NDArray[np.float32] | None]
 ) -> list[set[int]]:
-    """Groups of kept statements (indices) that disagree about what the message asks:
-    the same speaker's own statements, each at cosine >= ``QUERY_RELEVANCE`` to the
-    message and >= ``PAIR_SIMILARITY`` to each other, the newer naming a value (a
-    name or a figure, memory/changes.py ``own_values``) the older, which names one,
-    does not, unless the write-time readings already decided (``_decided``). Nothing is
-    ended: a question about the past still finds both, untagged (the caller does not
-    ask then)."""
+    """The two kept statements (indices; none or one pair: a message asks one thing)
+    that disagree about what the message asks: the same speaker's own statements, each
+    at cosine >= ``QUERY_RELEVANCE`` to the message and >= ``PAIR_SIMILARITY`` to each
+    other, the older a state the write path read (a slot or a frame), the newer naming
+    a value (a name or a figure, memory/changes.py ``own_values``) the older does not,
+    unless the write-time readings already decided (``_decided``). Of several such
+    pairs, the one nearest the message. Nothing is ended: a question about the past
+    still finds both, untagged (the caller does not ask then)."""
     near = [
         n
         for n, s in enumerate(statements)
@@ -219,13 +236,7 @@ def query_conflicts(
         return []
     matrix = np.stack([vectors[n] for n in near])  # type: ignore[misc]
     similar = matrix @ matrix.T
-    parent = {n: n for n in near}
-
-    def root(n: int) -> int:
-        while parent[n] != n:
-            n = parent[n]
-        return n
-
+    best: tuple[float, set[int]] | None = None
     for a, i in enumerate(near):
         for b in range(a + 1, len(near)):
             j = near[b]
@@ -233,12 +244,16 @@ def query_conflicts(
             so, sn = statements[old], statements[new]
             if so.speaker != sn.speaker or similar[a, b] < PAIR_SIMILARITY:
                 continue
+            if sn.at - so.at < APART or (OLDER_READ and so.slot is None):
+                continue
             if _decided(so.slot, sn.slot):
                 continue
-            if not values[new] - values[old]:
+            # A value the older lacks, of a kind it names (a name for a name, a figure
+            # for a figure: "17" is no answer to "Mango").
+            kinds = {value_kind(v) for v in values[old]}
+            if not any(value_kind(v) in kinds for v in values[new] - values[old]):
                 continue
-            parent[root(old)] = root(new)
-    groups: dict[int, set[int]] = {}
-    for n in near:
-        groups.setdefault(root(n), set()).add(n)
-    return [g for g in groups.values() if len(g) > 1]
+            # The pair that answers the message best (the lower of its two cosines).
+            fit = min(statements[old].relevance or 0.0, statements[new].relevance or 0.0)
+            best = best if best is not None and best[0] >= fit else (fit, {old, new})
+    return [best[1]] if best is not None else []
