@@ -22,6 +22,7 @@ score is multiplied by ``1 - penalty`` unless the message asks about the past.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -156,12 +157,13 @@ def tag_text(tags: Sequence[str]) -> str:
 # Both must be this near the message (cosine), and this near each other.
 QUERY_RELEVANCE = 0.2
 PAIR_SIMILARITY = 0.4
+# Only the speaker's statements nearest the message are weighed (their values are read
+# by regexes, ~0.05 ms a statement).
+QUERY_NEAREST = 8
 # Said this far apart at least: two messages of one sitting that no rule read as a
 # change say more of one thing ("I'm learning German now" / "Learning German has been
 # tough"), not two values of it.
 APART = timedelta(days=1)
-# The older must be a state the write path read (a slot or a frame), not a story.
-OLDER_READ = True
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,10 @@ _ASKS_OF_ME = re.compile(r"\b(?:i|i'm|im|my|me|mine)\b", re.I)
 def asks_of_me(query: str) -> bool:
     """Whether the message is about its writer (query-time conflicts weigh only then)."""
     return bool(_ASKS_OF_ME.search(query))
+
+
+# A person's statements come back pack after pack: their values are read once.
+_own_values = functools.lru_cache(maxsize=4096)(own_values)
 
 
 def _decided(older: str | None, newer: str | None) -> bool:
@@ -228,14 +234,20 @@ def query_conflicts(
         and s.relevance is not None
         and s.relevance >= QUERY_RELEVANCE
     ]
-    if len(near) < 2:
-        return []
-    values = {n: own_values(statements[n].text) for n in near}
-    near = [n for n in near if values[n]]
+    # Both high in the message's ranking: the few nearest it (this bounds the cost).
+    near = sorted(near, key=lambda n: -(statements[n].relevance or 0.0))[:QUERY_NEAREST]
     if len(near) < 2:
         return []
     matrix = np.stack([vectors[n] for n in near])  # type: ignore[misc]
     similar = matrix @ matrix.T
+    # Read lazily: the regexes cost more than the products, and most pairs fail first.
+    values: dict[int, frozenset[str]] = {}
+
+    def of(n: int) -> frozenset[str]:
+        if n not in values:
+            values[n] = _own_values(statements[n].text)
+        return values[n]
+
     best: tuple[float, set[int]] | None = None
     for a, i in enumerate(near):
         for b in range(a + 1, len(near)):
@@ -244,16 +256,17 @@ def query_conflicts(
             so, sn = statements[old], statements[new]
             if so.speaker != sn.speaker or similar[a, b] < PAIR_SIMILARITY:
                 continue
-            if sn.at - so.at < APART or (OLDER_READ and so.slot is None):
+            # The older must be a state the write path read (a slot or a frame), not a
+            # story of an afternoon.
+            if sn.at - so.at < APART or so.slot is None or _decided(so.slot, sn.slot):
                 continue
-            if _decided(so.slot, sn.slot):
+            # The pair that answers the message best (the lower of its two cosines).
+            fit = min(so.relevance or 0.0, sn.relevance or 0.0)
+            if best is not None and best[0] >= fit:
                 continue
             # A value the older lacks, of a kind it names (a name for a name, a figure
             # for a figure: "17" is no answer to "Mango").
-            kinds = {value_kind(v) for v in values[old]}
-            if not any(value_kind(v) in kinds for v in values[new] - values[old]):
-                continue
-            # The pair that answers the message best (the lower of its two cosines).
-            fit = min(statements[old].relevance or 0.0, statements[new].relevance or 0.0)
-            best = best if best is not None and best[0] >= fit else (fit, {old, new})
+            kinds = {value_kind(v) for v in of(old)}
+            if any(value_kind(v) in kinds for v in of(new) - of(old)):
+                best = (fit, {old, new})
     return [best[1]] if best is not None else []
