@@ -8,7 +8,9 @@ the start of its line, in the trace, and in the panel's pack view:
   (memory/validity.py); kept only when nothing better fit or the message asks
   about the past;
 - ``[conflict]``: two kept, still valid items claim different values for one
-  slot; the one with the higher confidence (tie: the newer) goes first;
+  slot; the one with the higher confidence (tie: the newer) goes first. Also, at
+  pack time, two statements of the writer's own that answer the message with
+  different values though no write-time reading tied them (``query_conflicts``);
 - ``[uncertain]``: confidence below ``UNCERTAIN_BELOW``;
 - ``[stale]``: a slot's statement not said again for longer than its
   category's domain TTL (``[upkeep_jobs] ttl_days_*``, memory/ttl.py: the

@@ -13,6 +13,9 @@ the model reads it:
   those where both lines carry ``[conflict]``;
 - ``false_supersessions``: statements about other things that were ended,
   over all such statements (target 0);
+- ``keeps_tagged``: of the scenarios with such statements, those whose statement
+  is in the pack tagged ``[superseded …]`` or ``[conflict]`` — the tags' cost, a
+  true fact told as outdated or disputed (target 0);
 - ``pack_p95_ms_added``: the pack's p95 with the trust pass less without it,
   the same packs interleaved in one run.
 
