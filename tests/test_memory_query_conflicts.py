@@ -8,12 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 
 from memory.changes import own_values
 from memory.models import MemoryItem
 from memory.service import MemoryService
+from memory.trust import Statement, query_conflicts
 from tests import test_memory_trust as trust_tests
 from tests.test_memory_trust import line_of, pack, say
 
@@ -129,3 +131,19 @@ def test_own_values_are_the_speakers_present_names_and_figures() -> None:
     # Whom the speaker addresses is no value.
     assert own_values("Thanks, Melanie! I'm at Deloitte now.") == {"deloitte"}
     assert own_values("Hey Mel! Welcome to the world, Beatrix!") == frozenset()
+
+
+def test_a_new_value_must_be_of_a_kind_the_older_names() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    vector = np.ones(4, np.float32) / 2.0  # the two statements alike (cosine 1)
+
+    def pair(newer: str) -> list[set[int]]:
+        statements = [
+            Statement("Our cat is called Mango.", "Ada", True, "ada:pet_name", at, 0.5),
+            Statement(newer, "Ada", True, None, at + timedelta(days=40), 0.5),
+        ]
+        return query_conflicts(statements, [vector, vector])
+
+    assert pair("Since then we call him Biscuit, he answers to it.") == [{0, 1}]
+    # A figure is no answer to a name ("17" to "Mango").
+    assert pair("He turned 17 this spring, still going strong.") == []
