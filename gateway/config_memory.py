@@ -298,6 +298,11 @@ class MemoryConfig:
     # statements of the same kind of slot or naming the thing it changed
     # (memory/changes.py; the fallback when nothing else ended).
     change_cues: bool = True
+    # Two kept statements of the speaker's own that both answer the message, near each
+    # other, the newer naming a value (a name, a figure) the older does not, are both
+    # tagged [conflict] in the pack, the newer first (memory/trust.py); nothing is
+    # ended. Off: only the write-time readings decide.
+    query_conflicts: bool = True
     # A folder kept in step with memory (memory/porting/mirror.py): each person's readable
     # files as `agentgw memory export` writes them (not agentgw.jsonl), and an edit a
     # person makes in facts.md, preferences.md, persona.md or events.md read back as a

@@ -139,6 +139,9 @@ _NOT_NAMES = wordset(
     "january february march april may june july august september october november "
     "december christmas easter"
 )
+# Their short forms ("last Fri"), which a value is not either.
+_SHORT_DAYS = wordset("mon tue tues wed thu thur thurs fri sat sun jan feb mar apr jun jul aug")
+_SHORT_MONTHS = wordset("sep sept oct nov dec")
 
 
 @dataclass(frozen=True)
@@ -285,3 +288,51 @@ def _same_thing(change: Change, older: str) -> bool:
     # A named thing matches a name of the older ("left Ozone" / "a barista at Ozone");
     # a lower-case one a word ("quit the choir" / "the community choir").
     return bool(change.things & (named | {w for w in words if w.islower()}))
+
+
+# Values of one kind a statement names: runs of capitalised words not opening a
+# sentence ("Darwin", "Access Bank"), and figures ("6 November": "6").
+_VALUE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*|\b\d[\d:/.,-]*\b")
+# The past told as a memory ("when I worked at Lloyds"), a stay said by its length ("in
+# Johannesburg for the week"), the future: no present state of the speaker's.
+_THEN = re.compile(
+    r"\bwhen\s+(?:i|we)\s+\w+ed\b|\bfor\s+the\s+(?:week|weekend|day|night|month)\b"
+    r"|\b(?:i'll|we'll|will|shall)\b",  # the future: "so I'll be up and down the A11"
+    re.I,
+)
+
+
+# A name the speaker addresses, not a value: "Thanks, Melanie!", "Hey Mel!", "Yeah Mel,
+# stoked", "Welcome to the world, Beatrix!" — a sentence's first or second word, or
+# after a comma, followed by a stop or a comma ("Left Google!" is lost with them: a
+# missed conflict, never a false one).
+_VOCATIVE = re.compile(r"(?:^(?:\S+\s+)?|,\s*)[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*(?=\s*[!?,.]|\s*$)")
+
+
+def value_kind(value: str) -> str:
+    """A figure ("6", "16:8") or a name."""
+    return "figure" if value[:1].isdigit() else "name"
+
+
+def own_values(text: str) -> frozenset[str]:
+    """The names and figures a statement says of the speaker's own present state (lower
+    case): in clauses that are no question, wish, past, visit or addition, not opened
+    by someone else ("my sister lives in ..."), and with no one else named before the
+    value ("my sister's just moved to Cambridge")."""
+    out: set[str] = set()
+    sentences = re.findall(r"[^.!?]+[.!?]*", text.replace("\u2019", "'"))
+    text = " ".join(_VOCATIVE.sub(" ", s.strip(), count=1) for s in sentences)
+    for clause in (c.strip() for c in _clauses(text)):
+        if "?" in clause or _OTHER_FIRST.match(clause):
+            continue
+        if any(p.search(clause) for p in (_PAST, _THEN, _WISH, _VISIT, _ADDED)):
+            continue
+        for m in _VALUE.finditer(clause):
+            value = m.group(0).lower().strip(".,").removesuffix("'s")
+            before = clause[: m.start()]
+            if {value, value.removesuffix("s")} & (_NOT_NAMES | _SHORT_DAYS | _SHORT_MONTHS):
+                continue  # "on Saturdays", "last Fri"
+            if _OTHER.search(before) or _GOING.search(before):
+                continue
+            out.add(value)
+    return frozenset(out)

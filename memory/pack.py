@@ -34,12 +34,15 @@ from memory.sanitize import sanitize
 from memory.score import ScoreWeights, SignalColumns, frequency_signal
 from memory.timeparse import TimeWindow, resolve_window
 from memory.trust import (
+    Statement,
     asks_about_past,
+    asks_of_me,
     conflicts,
     ended,
     item_tags,
     legend,
     penalties,
+    query_conflicts,
     slot_order,
     tag_text,
 )
@@ -132,6 +135,9 @@ class PackSettings:
     # lower (their score x (1 - superseded_penalty)); stale past their category's domain
     # TTL (days by category, memory/ttl.py: the weekly archive's table).
     trust_pass: bool = True
+    # Two kept statements of the speaker's own that answer the message with different
+    # values are flagged [conflict] at pack time (memory/trust.py ``query_conflicts``).
+    query_conflicts: bool = True
     superseded_penalty: float = 0.5
     ttl_days: Mapping[str, float] = field(default_factory=lambda: domain_ttls(UpkeepJobsConfig()))
 
@@ -487,7 +493,9 @@ def select(
     kept.sort(key=lambda e: (-e.score, e.candidate.item.id))
     frame = ""
     if settings.trust_pass and kept:
-        kept, frame = _trust_pass(kept, settings, now, budget_chars - used)
+        # Query-time conflicts for a message about its writer, now (memory/trust.py).
+        asked = asks_of_me(query) and not asks_about_past(query, window is not None)
+        kept, frame = _trust_pass(kept, settings, now, budget_chars - used, asked=asked)
     if not kept and not note_lines:
         text = ""
     else:
@@ -553,19 +561,42 @@ def replacement_groups(items: Sequence[MemoryView]) -> list[str | None]:
     return groups
 
 
+def _asked_conflicts(kept: Sequence[_Scored], now: datetime) -> list[set[int]]:
+    """The query-time conflicts of the kept items (memory/trust.py)."""
+    return query_conflicts(
+        [
+            Statement(
+                text=i.content,
+                speaker=i.speaker,
+                eligible=i.role == "user" and not ended(i.valid_until, now),
+                slot=i.slot,
+                at=i.occurred_at,
+                relevance=e.candidate.dense,
+            )
+            for e, i in ((e, e.candidate.item) for e in kept)
+        ],
+        [e.candidate.vector for e in kept],
+    )
+
+
 def _trust_pass(
-    kept: list[_Scored], settings: PackSettings, now: datetime, room: int
+    kept: list[_Scored], settings: PackSettings, now: datetime, room: int, *, asked: bool = False
 ) -> tuple[list[_Scored], str]:
     """Conflict tags, current-first order within each slot, and the frame's legend (see
     memory/trust.py); the items' own tags are already in their lines. What the
     conflict tags and the legend add is paid for by the lowest-scored items when
-    the budget has no room left for it."""
+    the budget has no room left for it. Query-time conflicts only when ``asked`` (a
+    message about its writer, not about the past: that asks for what was true then)."""
     items = [e.candidate.item for e in kept]
-    if all(i.slot is None for i in items) and not any(e.tags for e in kept):
+    pairs = _asked_conflicts(kept, now) if settings.query_conflicts and asked else []
+    if all(i.slot is None for i in items) and not any(e.tags for e in kept) and not pairs:
         return kept, ""
     torn = conflicts([(i.slot, i.slot_value, not ended(i.valid_until, now)) for i in items])
+    torn |= {n for group in pairs for n in group}
     for n in sorted(torn):
         entry, item = kept[n], items[n]
+        if "conflict" in entry.tags:
+            continue
         entry.tags.insert(0, "conflict")
         clean, speaker = sanitize(item.content), sanitize(item.speaker)
         entry.line = render_line(item, clean.text, speaker.text, settings.zone, entry.tags)
@@ -576,8 +607,12 @@ def _trust_pass(
                 entry.recollection.kind,
                 tag_text(entry.tags) + clean.text,
             )
+    groups = replacement_groups(items)
+    for k, group in enumerate(pairs):
+        for n in group:
+            groups[n] = f"?{k}"  # the newer (or more confident) first, as one slot's
     order = slot_order(
-        replacement_groups(items),
+        groups,
         [
             (int(ended(i.valid_until, now)), -i.confidence, -i.occurred_at.timestamp())
             for i in items

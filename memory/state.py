@@ -149,6 +149,7 @@ def pack_settings(memory: MemoryConfig, jobs: UpkeepJobsConfig | None = None) ->
         relational_min_items=memory.relational_min_items,
         type_quota={t: getattr(memory, f"quota_{t.value}") for t in ItemType},
         trust_pass=memory.trust_pass,
+        query_conflicts=memory.query_conflicts,
         superseded_penalty=memory.superseded_penalty,
         ttl_days=domain_ttls(jobs if jobs is not None else UpkeepJobsConfig()),
     )

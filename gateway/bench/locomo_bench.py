@@ -218,6 +218,9 @@ async def evaluate(
     or all at ``asked_at`` (``bench upkeep``: one simulated calendar for all of them)."""
     ours, bm25, dense = Tally.empty(), Tally.empty(), Tally.empty()
     per_conversation: dict[str, float] = {}
+    # The trust pass's tags on the packs' lines: few of LoCoMo's facts change, so most
+    # of these tell the model that a true fact is disputed or outdated.
+    tagged = {"[conflict]": 0, "[superseded ": 0}
     bar = progress(sum(len(c.questions) for c, _ in conversations), "questions", "question")
     for conversation, person_id in conversations:
         turns = {t.dia_id: t for t in conversation.turns}
@@ -231,6 +234,9 @@ async def evaluate(
             )
             elapsed = (time.perf_counter() - started) * 1000
             value = recall_of(question, texts, pack.text)
+            lines = [line for line in pack.text.splitlines() if line.startswith("- ")]
+            for tag in tagged:  # on the memories' lines, not the legend's
+                tagged[tag] += sum(tag in line for line in lines)
             for tally in (ours, mine):
                 tally.by_category[question.category].append(value)
             ours.tokens.append(pack.tokens)
@@ -255,6 +261,8 @@ async def evaluate(
         "pack_p50_ms": round(percentile(ours.pack_ms, 0.5), 2),
         "pack_p95_ms": round(percentile(ours.pack_ms, 0.95), 2),
         "recall_by_conversation": per_conversation,
+        "pack_lines_conflict": tagged["[conflict]"],
+        "pack_lines_superseded": tagged["[superseded "],
     }
     if baselines:
         result["baselines"] = {"bm25": bm25.summary(), "dense": dense.summary()}

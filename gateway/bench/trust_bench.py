@@ -13,6 +13,9 @@ the model reads it:
   those where both lines carry ``[conflict]``;
 - ``false_supersessions``: statements about other things that were ended,
   over all such statements (target 0);
+- ``keeps_tagged``: of the scenarios with such statements, those whose statement
+  is in the pack tagged ``[superseded …]`` or ``[conflict]`` — the tags' cost, a
+  true fact told as outdated or disputed (target 0);
 - ``pack_p95_ms_added``: the pack's p95 with the trust pass less without it,
   the same packs interleaved in one run.
 
@@ -96,6 +99,9 @@ class Outcome:
     conflict_flagged: bool
     kept_total: int
     kept_ended: list[str]
+    # A keep (a true statement) in the pack with [superseded …] or [conflict]: the model
+    # is told a true fact is outdated or disputed.
+    keep_tagged: bool = False
 
 
 @dataclass
@@ -137,6 +143,13 @@ def false_supersessions(run: BenchRun) -> dict[str, Any]:
     return {"false_supersessions": _share(wrong, total) if total else 0.0}
 
 
+def keeps_tagged(run: BenchRun) -> dict[str, Any]:
+    """Of the scenarios with statements that must stay true, those whose statement is in
+    the pack tagged [superseded …] or [conflict] (the tags' cost: target 0)."""
+    scored = [o for o in run.outcomes if o.scenario.keep]
+    return {"keeps_tagged": _share(sum(o.keep_tagged for o in scored), len(scored))}
+
+
 def pack_p95_ms_added(run: BenchRun) -> dict[str, Any]:
     if not run.with_trust_ms or not run.without_trust_ms:
         return {}
@@ -158,6 +171,7 @@ METRICS: list[Metric] = [
     old_untagged,
     conflicts_flagged,
     false_supersessions,
+    keeps_tagged,
     pack_p95_ms_added,
 ]
 
@@ -219,6 +233,9 @@ async def play(service: MemoryService, person_id: int, scenario: Scenario) -> Ou
         conflict_flagged=bool(flagged),
         kept_total=len(scenario.keep),
         kept_ended=[k for k in scenario.keep if any(k in text for text in ended)],
+        keep_tagged=any(
+            any(t in line for t in TAGS) for k in scenario.keep for line in lines if k in line
+        ),
     )
 
 
@@ -290,6 +307,7 @@ async def bench(
     result["current_first_held_out"] = held.get("current_first")
     result["old_untagged_held_out"] = held.get("old_untagged")
     result["false_supersessions_held_out"] = held.get("false_supersessions")
+    result["keeps_tagged_held_out"] = held.get("keeps_tagged")
     result["scenarios"] = len(dev)
     result["scenarios_held_out"] = len(run.outcomes) - len(dev)
     result["failures"] = [
@@ -298,6 +316,7 @@ async def bench(
         if (o.scenario.current and not o.current_first)
         or o.old_untagged
         or o.kept_ended
+        or o.keep_tagged
         or (o.scenario.conflict and not o.conflict_flagged)
     ]
     result["timing_packs"] = len(run.with_trust_ms)
