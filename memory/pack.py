@@ -137,7 +137,7 @@ class PackSettings:
     trust_pass: bool = True
     # Two kept statements of the speaker's own that answer the message with different
     # values are flagged [conflict] at pack time (memory/trust.py ``query_conflicts``).
-    query_conflicts: bool = True
+    query_conflicts: bool = False
     superseded_penalty: float = 0.5
     ttl_days: Mapping[str, float] = field(default_factory=lambda: domain_ttls(UpkeepJobsConfig()))
 

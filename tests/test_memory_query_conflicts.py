@@ -24,7 +24,15 @@ pytestmark = pytest.mark.slow
 # The trust tests' fixtures (pytest knows a fixture by the name it is bound to here):
 # MiniLM once a module, and a memory service on a fresh store.
 embedder = trust_tests.embedder
-memory_service = trust_tests.service
+service = trust_tests.service
+
+
+@pytest.fixture
+def memory_service(service: MemoryService) -> MemoryService:
+    """The trust tests' service with query-time conflicts on (off by default)."""
+    service.settings = replace(service.settings, query_conflicts=True)
+    return service
+
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 # The older a frame ("I rent ..."), the newer said in words no slot rule, frame, status
