@@ -276,6 +276,15 @@ class _Request:
     follow: Callable[[NDArray[np.float32]], None] | None = None
 
 
+_Answer = tuple[_Request, NDArray[np.float32]]
+_Failure = tuple["asyncio.Future[NDArray[np.float32]]", BaseException]
+
+
+def _fail(future: asyncio.Future[NDArray[np.float32]], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
 class EmbedQueue:
     """Embeddings for concurrent callers, computed in batches by one worker thread.
 
@@ -371,25 +380,56 @@ class EmbedQueue:
         return batch
 
     def _embed_and_follow(
-        self, texts: list[str], batch: list[_Request]
-    ) -> tuple[NDArray[np.float32], list[Exception | None]]:
-        """The batch's vectors, then each request's ``follow`` on its rows (blocking);
-        a follow's error is that request's alone."""
+        self, texts: list[str], batch: list[_Request], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """The batch's vectors (blocking), each caller answered from here as soon as
+        its rows are ready: those without a ``follow`` at once, the others each after
+        its own, so one caller's ANN search never holds up another's answer. A
+        follow's error is its caller's alone. One call to the loop per answer: the
+        batch is counted and remembered with the first (callbacks run in order)."""
         vectors = self.embedder.embed(texts)
-        errors: list[Exception | None] = []
+        embedded: tuple[list[str], NDArray[np.float32]] | None = (texts, vectors)
+
+        def answer(answers: list[_Answer], failure: _Failure | None = None) -> None:
+            nonlocal embedded
+            loop.call_soon_threadsafe(self._answer, embedded, answers, failure)
+            embedded = None
+
+        rows: list[NDArray[np.float32]] = []
         start = 0
         for request in batch:
-            error: Exception | None = None
-            if request.follow is not None:
-                try:
-                    request.follow(vectors[start : start + len(request.texts)])
-                except Exception as exc:  # noqa: BLE001 -- handed to its caller, whatever it is
-                    error = exc
-            errors.append(error)
+            rows.append(vectors[start : start + len(request.texts)])
             start += len(request.texts)
-        return vectors, errors
+        plain = [(r, v) for r, v in zip(batch, rows, strict=True) if r.follow is None]
+        if plain:
+            answer(plain)
+        for request, own in zip(batch, rows, strict=True):
+            if request.follow is None:
+                continue
+            try:
+                request.follow(own)
+            except Exception as exc:  # noqa: BLE001 -- handed to its caller, whatever it is
+                answer([], (request.future, exc))
+            else:
+                answer([(request, own)])
+
+    def _answer(
+        self,
+        embedded: tuple[list[str], NDArray[np.float32]] | None,
+        answers: list[_Answer],
+        failure: _Failure | None,
+    ) -> None:
+        if embedded is not None:
+            self.batches += 1
+            self._remember(*embedded)
+        for request, rows in answers:
+            if not request.future.done():
+                request.future.set_result(rows)
+        if failure is not None:
+            _fail(*failure)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -400,22 +440,10 @@ class EmbedQueue:
                     continue
                 texts = [text for request in batch for text in request.texts]
                 try:
-                    vectors, errors = await asyncio.to_thread(self._embed_and_follow, texts, batch)
+                    await asyncio.to_thread(self._embed_and_follow, texts, batch, loop)
                 except EmbeddingUnavailable as exc:
                     for request in batch:
-                        if not request.future.done():
-                            request.future.set_exception(exc)
-                    continue
-                self.batches += 1
-                self._remember(texts, vectors)
-                start = 0
-                for request, error in zip(batch, errors, strict=True):
-                    if not request.future.done():
-                        if error is not None:
-                            request.future.set_exception(error)
-                        else:
-                            request.future.set_result(vectors[start : start + len(request.texts)])
-                    start += len(request.texts)
+                        _fail(request.future, exc)
 
     async def _gather(self) -> None:
         """Wait up to ``gather_s`` for a fuller batch, only while the queue is busy."""

@@ -167,3 +167,28 @@ async def test_a_failing_then_fails_its_caller_only() -> None:
     assert (await asyncio.wait_for(plain, 5)).tolist() == [[3.0, ord("x")]]
     assert len(model.calls) == 2
     await queue.aclose()
+
+
+async def test_a_slow_then_does_not_hold_up_the_batch_s_other_callers() -> None:
+    model = CountingEmbedder()
+    queue = EmbedQueue(model, max_batch=64)
+    model.release.clear()
+    held = asyncio.create_task(queue.embed(["hold"]))
+    await asyncio.sleep(0.05)
+    searching = threading.Event()
+
+    def slow(vectors: NDArray[np.float32]) -> int:
+        searching.wait(5)
+        return 1
+
+    followed = asyncio.create_task(queue.embed_then(["abc"], slow))
+    plain = asyncio.create_task(queue.embed(["xyz"]))
+    await asyncio.sleep(0.05)
+    model.release.set()
+    await held
+    # Answered while the other caller's follow still runs in the worker thread.
+    assert (await asyncio.wait_for(plain, 2)).tolist() == [[3.0, ord("x")]]
+    assert not followed.done()
+    searching.set()
+    assert (await asyncio.wait_for(followed, 5))[1] == 1
+    await queue.aclose()
