@@ -117,12 +117,19 @@ async def test_a_busy_gathering_queue_waits_for_a_fuller_batch_a_quiet_one_never
     await queue.aclose()
 
 
-async def test_embed_then_runs_in_the_embedding_thread_for_its_own_rows() -> None:
+async def held_batch() -> tuple[CountingEmbedder, EmbedQueue, asyncio.Task[NDArray[np.float32]]]:
+    """A queue whose first batch is running, held until ``model.release`` is set: what
+    is asked for next shares the following call."""
     model = CountingEmbedder()
     queue = EmbedQueue(model, max_batch=64)
     model.release.clear()
     held = asyncio.create_task(queue.embed(["hold"]))
     await asyncio.sleep(0.05)
+    return model, queue, held
+
+
+async def test_embed_then_runs_in_the_embedding_thread_for_its_own_rows() -> None:
+    model, queue, held = await held_batch()
     threads: list[int] = []
 
     def first_column(vectors: NDArray[np.float32]) -> list[float]:
@@ -147,11 +154,7 @@ async def test_embed_then_runs_in_the_embedding_thread_for_its_own_rows() -> Non
 
 
 async def test_a_failing_then_fails_its_caller_only() -> None:
-    model = CountingEmbedder()
-    queue = EmbedQueue(model, max_batch=64)
-    model.release.clear()
-    held = asyncio.create_task(queue.embed(["hold"]))
-    await asyncio.sleep(0.05)
+    model, queue, held = await held_batch()
 
     def broken(vectors: NDArray[np.float32]) -> None:
         raise RuntimeError("the index fell over")
@@ -170,11 +173,7 @@ async def test_a_failing_then_fails_its_caller_only() -> None:
 
 
 async def test_a_slow_then_does_not_hold_up_the_batch_s_other_callers() -> None:
-    model = CountingEmbedder()
-    queue = EmbedQueue(model, max_batch=64)
-    model.release.clear()
-    held = asyncio.create_task(queue.embed(["hold"]))
-    await asyncio.sleep(0.05)
+    model, queue, held = await held_batch()
     searching = threading.Event()
 
     def slow(vectors: NDArray[np.float32]) -> int:
