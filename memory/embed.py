@@ -14,9 +14,10 @@ import os
 import shutil
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from memory.embed_onnx import OnnxQueryEncoder
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 # Up to this many texts (a query, a turn's two messages) go as one run, unsorted.
 FAST_PATH_MAX = 4
@@ -263,6 +266,25 @@ def from_blob(blob: bytes) -> NDArray[np.float32]:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
 
+@dataclass
+class _Request:
+    """One caller's texts in an ``EmbedQueue``, and what to run on their vectors in the
+    worker thread before it answers (``EmbedQueue.embed_then``)."""
+
+    texts: list[str]
+    future: asyncio.Future[NDArray[np.float32]]
+    follow: Callable[[NDArray[np.float32]], None] | None = None
+
+
+_Answer = tuple[_Request, NDArray[np.float32]]
+_Failure = tuple["asyncio.Future[NDArray[np.float32]]", BaseException]
+
+
+def _fail(future: asyncio.Future[NDArray[np.float32]], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
 class EmbedQueue:
     """Embeddings for concurrent callers, computed in batches by one worker thread.
 
@@ -288,7 +310,7 @@ class EmbedQueue:
         # batch); a quiet queue never waits. For work nobody waits on (after the reply).
         self.gather_s = gather_s
         self._arrivals: deque[float] = deque()
-        self._pending: list[tuple[list[str], asyncio.Future[NDArray[np.float32]]]] = []
+        self._pending: list[_Request] = []
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self.batches = 0
@@ -306,6 +328,34 @@ class EmbedQueue:
         if all(row is not None for row in known):
             self.reused += len(texts)
             return np.stack([row for row in known if row is not None])
+        return await self._submit(texts, None)
+
+    async def embed_then(
+        self, texts: Sequence[str], then: Callable[[NDArray[np.float32]], R]
+    ) -> tuple[NDArray[np.float32], R]:
+        """``texts``' vectors and ``then(vectors)``, run in the worker thread that
+        computed them, before the loop hears of them: a pack's ANN search costs no
+        hop back to the event loop and out again (docs/DESIGN.md, "Where a pack's
+        time goes"). ``then`` is blocking and must not touch the loop."""
+        followed: list[R] = []
+
+        def follow(vectors: NDArray[np.float32]) -> None:
+            followed.append(then(vectors))
+
+        if not texts:
+            vectors = np.zeros((0, self.embedder.dim), dtype=np.float32)
+            return vectors, then(vectors)
+        known = [self._recent.get(text) for text in texts]
+        if all(row is not None for row in known):
+            self.reused += len(texts)
+            vectors = np.stack([row for row in known if row is not None])
+            return vectors, await asyncio.to_thread(then, vectors)
+        vectors = await self._submit(texts, follow)
+        return vectors, followed[0]
+
+    async def _submit(
+        self, texts: Sequence[str], follow: Callable[[NDArray[np.float32]], None] | None
+    ) -> NDArray[np.float32]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[NDArray[np.float32]] = loop.create_future()
         if self.gather_s > 0:
@@ -313,53 +363,94 @@ class EmbedQueue:
             self._arrivals.extend([now] * len(texts))
             while self._arrivals and self._arrivals[0] < now - 1.0:
                 self._arrivals.popleft()
-        self._pending.append((list(texts), future))
+        self._pending.append(_Request(list(texts), future, follow))
         self._wake.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._run(), name="memory-embed-queue")
         return await future
 
-    def _take(self) -> list[tuple[list[str], asyncio.Future[NDArray[np.float32]]]]:
+    def _take(self) -> list[_Request]:
         """The next batch: waiting requests in order, up to ``max_batch`` texts (a larger
         single request goes alone)."""
         batch = [self._pending.pop(0)]
-        total = len(batch[0][0])
-        while self._pending and total + len(self._pending[0][0]) <= self.max_batch:
-            total += len(self._pending[0][0])
+        total = len(batch[0].texts)
+        while self._pending and total + len(self._pending[0].texts) <= self.max_batch:
+            total += len(self._pending[0].texts)
             batch.append(self._pending.pop(0))
         return batch
 
+    def _embed_and_follow(
+        self, texts: list[str], batch: list[_Request], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """The batch's vectors (blocking), each caller answered from here as soon as
+        its rows are ready: those without a ``follow`` at once, the others each after
+        its own, so one caller's ANN search never holds up another's answer. A
+        follow's error is its caller's alone. One call to the loop per answer: the
+        batch is counted and remembered with the first (callbacks run in order)."""
+        vectors = self.embedder.embed(texts)
+        embedded: tuple[list[str], NDArray[np.float32]] | None = (texts, vectors)
+
+        def answer(answers: list[_Answer], failure: _Failure | None = None) -> None:
+            nonlocal embedded
+            loop.call_soon_threadsafe(self._answer, embedded, answers, failure)
+            embedded = None
+
+        rows: list[NDArray[np.float32]] = []
+        start = 0
+        for request in batch:
+            rows.append(vectors[start : start + len(request.texts)])
+            start += len(request.texts)
+        plain = [(r, v) for r, v in zip(batch, rows, strict=True) if r.follow is None]
+        if plain:
+            answer(plain)
+        for request, own in zip(batch, rows, strict=True):
+            if request.follow is None:
+                continue
+            try:
+                request.follow(own)
+            except Exception as exc:  # noqa: BLE001 -- handed to its caller, whatever it is
+                answer([], (request.future, exc))
+            else:
+                answer([(request, own)])
+
+    def _answer(
+        self,
+        embedded: tuple[list[str], NDArray[np.float32]] | None,
+        answers: list[_Answer],
+        failure: _Failure | None,
+    ) -> None:
+        if embedded is not None:
+            self.batches += 1
+            self._remember(*embedded)
+        for request, rows in answers:
+            if not request.future.done():
+                request.future.set_result(rows)
+        if failure is not None:
+            _fail(*failure)
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
                 await self._gather()
-                batch = [(t, f) for t, f in self._take() if not f.done()]
+                batch = [request for request in self._take() if not request.future.done()]
                 if not batch:
                     continue
-                texts = [text for request, _ in batch for text in request]
+                texts = [text for request in batch for text in request.texts]
                 try:
-                    vectors = await asyncio.to_thread(self.embedder.embed, texts)
+                    await asyncio.to_thread(self._embed_and_follow, texts, batch, loop)
                 except EmbeddingUnavailable as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                self.batches += 1
-                self._remember(texts, vectors)
-                start = 0
-                for request, future in batch:
-                    if not future.done():
-                        future.set_result(vectors[start : start + len(request)])
-                    start += len(request)
+                    for request in batch:
+                        _fail(request.future, exc)
 
     async def _gather(self) -> None:
         """Wait up to ``gather_s`` for a fuller batch, only while the queue is busy."""
         if self.gather_s <= 0 or len(self._arrivals) < BUSY_TEXTS_PER_S:
             return
         deadline = asyncio.get_running_loop().time() + self.gather_s
-        while sum(len(t) for t, _ in self._pending) < GATHER_TEXTS:
+        while sum(len(request.texts) for request in self._pending) < GATHER_TEXTS:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 return
@@ -383,7 +474,7 @@ class EmbedQueue:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
             self._worker = None
-        for _, future in self._pending:
-            if not future.done():
-                future.set_exception(EmbeddingUnavailable("the embedding queue is closed"))
+        for request in self._pending:
+            if not request.future.done():
+                request.future.set_exception(EmbeddingUnavailable("the embedding queue is closed"))
         self._pending.clear()

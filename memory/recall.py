@@ -145,7 +145,7 @@ class Recall(Writes):
                     query,
                 )
                 for item_id, (view, vector) in fetched.rows.items()
-                if not set(view.source_message_ids) & request.exclude_message_ids
+                if request.exclude_message_ids.isdisjoint(view.source_message_ids)
                 # A turn the theme's lines already quote is not packed twice.
                 and item_id not in themed
             }
@@ -256,13 +256,19 @@ class Recall(Writes):
         if queries is not None and getattr(embedder, "query_runtime", "") == "onnx":
             # ONNX Runtime takes concurrent calls: the queries' own queue, beside the
             # memory's, so that queries of concurrent turns share one model call.
+            embedded = 0.0
+
+            def search(vectors: NDArray[np.float32]) -> list[tuple[int, float]]:
+                # In the embedding's worker thread: no hop to the loop and out again.
+                nonlocal embedded
+                embedded = time.perf_counter()
+                return [] if index is None else index.search(vectors[0], n)
+
             embedding = time.perf_counter()
-            vector = (await queries.embed([searched]))[0]
-            charge_embedding(1, time.perf_counter() - embedding)
-            timings["embed_ms"] = (time.perf_counter() - started) * 1000
-            if index is None:
-                return vector, []
-            return vector, await asyncio.to_thread(index.search, vector, n)
+            queried, ann = await queries.embed_then([searched], search)
+            charge_embedding(1, embedded - embedding)
+            timings["embed_ms"] = (embedded - started) * 1000
+            return queried[0], ann
         vectors = await self._embed([searched])
         timings["embed_ms"] = (time.perf_counter() - started) * 1000
         if vectors is None:

@@ -350,9 +350,14 @@ def sanitize(text: str) -> Sanitized:
     return _one_line(Sanitized(text))
 
 
+# Each rule with a pattern finding any of its needed words: one search in C where a
+# loop over the words cost ~40 substring tests in Python a text (a pack checks ~40).
+_RULE_WORDS = tuple((rule, _any_of(rule.needed) if rule.needed else None) for rule in _RULES)
+
+
 def _rules_for(lowered: str) -> tuple[_Rule, ...]:
     """The rules whose words ``lowered`` holds (the others cannot match it)."""
-    return tuple(rule for rule in _RULES if any(word in lowered for word in rule.needed))
+    return tuple(rule for rule, words in _RULE_WORDS if words is not None and words.search(lowered))
 
 
 def apply_rules(text: str) -> Sanitized:

@@ -115,3 +115,79 @@ async def test_a_busy_gathering_queue_waits_for_a_fuller_batch_a_quiet_one_never
     await asyncio.gather(*spread)
     assert [len(call) for call in model.calls[calls:]] == [4]
     await queue.aclose()
+
+
+async def held_batch() -> tuple[CountingEmbedder, EmbedQueue, asyncio.Task[NDArray[np.float32]]]:
+    """A queue whose first batch is running, held until ``model.release`` is set: what
+    is asked for next shares the following call."""
+    model = CountingEmbedder()
+    queue = EmbedQueue(model, max_batch=64)
+    model.release.clear()
+    held = asyncio.create_task(queue.embed(["hold"]))
+    await asyncio.sleep(0.05)
+    return model, queue, held
+
+
+async def test_embed_then_runs_in_the_embedding_thread_for_its_own_rows() -> None:
+    model, queue, held = await held_batch()
+    threads: list[int] = []
+
+    def first_column(vectors: NDArray[np.float32]) -> list[float]:
+        threads.append(threading.get_ident())
+        return [float(v) for v in vectors[:, 0]]
+
+    # Queued behind the held batch: it shares the next call with a plain request.
+    followed = asyncio.create_task(queue.embed_then(["abc", "de"], first_column))
+    plain = asyncio.create_task(queue.embed(["fghi"]))
+    await asyncio.sleep(0.05)
+    model.release.set()
+    await held
+    vectors, result = await followed
+    assert vectors.tolist() == [[3.0, ord("a")], [2.0, ord("d")]]
+    assert result == [3.0, 2.0]  # its own rows, not the batch's
+    assert (await plain).tolist() == [[4.0, ord("f")]]
+    assert len(model.calls) == 2
+    # In the worker thread that embedded them, never on the event loop's.
+    assert len(threads) == 1
+    assert threads[0] != threading.get_ident()
+    await queue.aclose()
+
+
+async def test_a_failing_then_fails_its_caller_only() -> None:
+    model, queue, held = await held_batch()
+
+    def broken(vectors: NDArray[np.float32]) -> None:
+        raise RuntimeError("the index fell over")
+
+    failing = asyncio.create_task(queue.embed_then(["abc"], broken))
+    plain = asyncio.create_task(queue.embed(["xyz"]))
+    await asyncio.sleep(0.05)
+    model.release.set()
+    await held
+    with pytest.raises(RuntimeError, match="index fell over"):
+        await asyncio.wait_for(failing, 5)
+    # The queue's worker is not taken down with it: the batch's other caller is answered.
+    assert (await asyncio.wait_for(plain, 5)).tolist() == [[3.0, ord("x")]]
+    assert len(model.calls) == 2
+    await queue.aclose()
+
+
+async def test_a_slow_then_does_not_hold_up_the_batch_s_other_callers() -> None:
+    model, queue, held = await held_batch()
+    searching = threading.Event()
+
+    def slow(vectors: NDArray[np.float32]) -> int:
+        searching.wait(5)
+        return 1
+
+    followed = asyncio.create_task(queue.embed_then(["abc"], slow))
+    plain = asyncio.create_task(queue.embed(["xyz"]))
+    await asyncio.sleep(0.05)
+    model.release.set()
+    await held
+    # Answered while the other caller's follow still runs in the worker thread.
+    assert (await asyncio.wait_for(plain, 2)).tolist() == [[3.0, ord("x")]]
+    assert not followed.done()
+    searching.set()
+    assert (await asyncio.wait_for(followed, 5))[1] == 1
+    await queue.aclose()
