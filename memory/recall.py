@@ -28,17 +28,8 @@ from gateway.usage import charge_embedding
 from memory import repo
 from memory.index import PersonIndex
 from memory.models import MemoryTrace
-from memory.pack import (
-    CHARS_PER_TOKEN,
-    FOOTER,
-    HEADER,
-    Candidate,
-    MemoryView,
-    PackResult,
-    PackSettings,
-    search_text,
-    select,
-)
+from memory.pack import CHARS_PER_TOKEN, FOOTER, HEADER, search_text, select
+from memory.pack_types import Candidate, MemoryView, PackResult, PackSettings
 from memory.state import (
     ANCHOR_SPAN,
     Pack,

@@ -27,8 +27,8 @@ from memory.embed_onnx import model_cache
 from memory.index import PersonIndex
 from memory.index_cache import EvictionSaves, IndexCache
 from memory.lexical import Fts5Tokenizer, LexicalIndex
-from memory.pack import PackResult, PackSettings
 from memory.pack_activity import PackActivity
+from memory.pack_types import PackResult, PackSettings
 from memory.repo import NewItem
 from memory.score import ScoreWeights
 from memory.timeparse import TimeWindow

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from gateway.store import Store
 from gateway.store.repo import resolve_address
 from memory import repo
-from memory.pack import MemoryView
+from memory.pack_types import MemoryView
 from memory.repo import NewItem
 from memory.types import ItemStatus, ItemType, Tier
 

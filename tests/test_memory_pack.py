@@ -8,17 +8,8 @@ import numpy as np
 import pytest
 
 from memory.decay import DecayPolicy
-from memory.pack import (
-    FOOTER,
-    HEADER,
-    Candidate,
-    MemoryView,
-    PackSettings,
-    mmr_order,
-    relevance,
-    render_line,
-    select,
-)
+from memory.pack import FOOTER, HEADER, mmr_order, relevance, render_line, select
+from memory.pack_types import Candidate, MemoryView, PackSettings
 from memory.passages import passages
 from memory.redteam import ATTACKS as REDTEAM
 from memory.redteam import ORDINARY

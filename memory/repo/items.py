@@ -31,7 +31,7 @@ from gateway.store import Store
 from gateway.store.models import utcnow
 from memory.embed import from_blob, to_blob
 from memory.models import MemoryItem
-from memory.pack import MemoryView
+from memory.pack_types import MemoryView
 from memory.types import ItemStatus, ItemType, Tier
 
 T = TypeVar("T")

@@ -30,7 +30,7 @@ from sqlalchemy.orm import aliased
 from gateway.store import Store
 from memory.lexical import LexicalIndex
 from memory.models import MemoryItem
-from memory.pack import MemoryView
+from memory.pack_types import MemoryView
 from memory.repo.items import _RECALLABLE, T, _recallable, _view_and_vector
 from memory.repo.search import (
     _pinned_query,
