@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sqlalchemy import Connection, func, insert, select
 
 from gateway.errors import StoreError
 from gateway.store import Message, MessageRole, Store, Turn
+from gateway.store.addresses import Address
 from gateway.store.repo import finish_turn, resolve_address, start_turn, store_inbound
 
 
@@ -73,3 +75,93 @@ async def test_a_session_opened_inside_a_session_does_not_wait_for_itself(store:
         # The same task writes again while it holds the writers' turn.
         stored = await store_inbound(store, address, "inside", datetime.now(UTC), "c-nested")
     assert stored.duplicate is False
+
+
+def _message_row(address: Address, text: str) -> Callable[[Connection], int]:
+    def work(connection: Connection) -> int:
+        return int(
+            connection.execute(
+                insert(Message).returning(Message.id),
+                {
+                    "conversation_id": address.conversation_id,
+                    "person_id": address.person_id,
+                    "role": MessageRole.USER,
+                    "channel": "webchat",
+                    "text": text,
+                    "created_at": datetime.now(UTC),
+                },
+            ).scalar_one()
+        )
+
+    return work
+
+
+async def _behind_a_held_write(store: Store) -> tuple[asyncio.Task[None], threading.Event]:
+    """A write that holds the writer thread until the event is set, already running."""
+    release, running = threading.Event(), threading.Event()
+
+    def hold(_connection: Connection) -> None:
+        running.set()
+        release.wait(10)
+
+    held = asyncio.create_task(store.write(hold))
+    await asyncio.to_thread(running.wait, 10)
+    return held, release
+
+
+async def test_writes_queued_while_one_runs_commit_together_in_order(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-together")
+    held, release = await _behind_a_held_write(store)
+    commits = store.commits
+    queued = [asyncio.create_task(store.write(_message_row(address, f"m{n}"))) for n in range(5)]
+    await asyncio.sleep(0.05)
+    release.set()
+    ids = await asyncio.gather(*queued)
+    await held
+    # The held write's commit, then one for the five queued behind it.
+    assert store.commits - commits == 2
+    assert ids == sorted(ids)
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    assert texts == [f"m{n}" for n in range(5)]
+
+
+async def test_a_failing_write_among_queued_ones_fails_only_its_caller(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-one-fails")
+
+    def broken(connection: Connection) -> None:
+        _message_row(address, "never kept")(connection)
+        # No such conversation: the foreign key fails.
+        connection.execute(
+            insert(Turn),
+            {"conversation_id": 999_999, "inbound_message_id": 1, "received_at": datetime.now(UTC)},
+        )
+
+    held, release = await _behind_a_held_write(store)
+    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
+    failing = asyncio.create_task(store.write(broken))
+    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(first, last, held)
+    with pytest.raises(StoreError, match="IntegrityError"):
+        await failing
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    assert texts == ["kept 1", "kept 2"]
+
+
+async def test_a_write_cancelled_while_queued_does_not_run(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-cancelled")
+    held, release = await _behind_a_held_write(store)
+    dropped = asyncio.create_task(store.write(_message_row(address, "dropped")))
+    kept = asyncio.create_task(store.write(_message_row(address, "kept")))
+    await asyncio.sleep(0.05)
+    dropped.cancel()
+    release.set()
+    await asyncio.gather(kept, held)
+    with pytest.raises(asyncio.CancelledError):
+        await dropped
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text))).all()
+    assert texts == ["kept"]

@@ -6,13 +6,12 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
@@ -28,7 +27,15 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import Session
 
 from gateway.errors import StoreError
-from gateway.usage import timed_db
+from gateway.store.threads import (
+    Outcome,
+    ThreadConnections,
+    commit_together,
+    in_transaction,
+    orm_work,
+    read_only,
+)
+from gateway.usage import current_usage, timed_db
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +125,11 @@ class Store:
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._write_turn = asyncio.Lock()
+        # SQLite files only: writes waiting for the writer thread, and the task that
+        # runs them (``write``), those queued while one runs together in the next.
+        self._queued_writes: list[tuple[Callable[[Connection], Any], asyncio.Future[Outcome]]]
+        self._queued_writes = []
+        self._write_drain: asyncio.Task[None] | None = None
         # SQLite files only: the writer's own engine, thread and connection.
         self._writer_engine: Engine | None = None
         self._writer: ThreadPoolExecutor | None = None
@@ -239,6 +251,11 @@ class Store:
             log.info("store: migrated the database from %s to %s", before or "empty", after)
 
     async def close(self) -> None:
+        if self._write_drain is not None:
+            # The writes already queued are done before the writer stops.
+            drain, self._write_drain = self._write_drain, None
+            with contextlib.suppress(Exception):
+                await drain
         if self._readers is not None and self._reader_engine is not None:
             readers, self._readers = self._readers, None
             reader_engine, self._reader_engine = self._reader_engine, None
@@ -331,11 +348,73 @@ class Store:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
 
     async def write(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` in one committed transaction (rolled back if it raises).
+        """Run ``work`` in a committed transaction (rolled back if it raises).
 
         ``work`` is plain synchronous Core code and must not block on anything
-        but the database: on SQLite it runs in the store's writer thread.
+        but the database: on SQLite it runs in the store's writer thread. There
+        the writes that queue up while one transaction runs go together in the
+        next one, each in order, with one commit (``commit_together``); if one of
+        them raises, that transaction is rolled back and each runs again alone, so
+        ``work`` may run twice and must do nothing but its statements.
         """
+        if self._writer is None or self._writer_connection is None or _WRITING.get():
+            return await self._write_alone(work)
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._queued_writes.append((work, future))
+        if self._write_drain is None or self._write_drain.done():
+            self._write_drain = asyncio.create_task(self._drain_writes(), name="store-writes")
+        outcome = await future
+        # The turn's database time (gateway/usage.py): its statements and its share of
+        # the commit, not the wait for the writer.
+        usage = current_usage()
+        if usage is not None:
+            usage.add_db(outcome.seconds)
+        error = outcome.error
+        if isinstance(error, SQLAlchemyError):
+            raise StoreError(f"database error: {error.__class__.__name__}: {error}") from error
+        if error is not None:
+            raise error
+        return cast(T, outcome.value)
+
+    async def _drain_writes(self) -> None:
+        """Run the queued writes, those queued meanwhile together, until none is left."""
+        loop = asyncio.get_running_loop()
+        while self._queued_writes:
+            batch = [(w, f) for w, f in self._queued_writes if not f.cancelled()]
+            self._queued_writes.clear()
+            if self._writer is None or self._writer_connection is None:
+                for _, future in batch:
+                    future.set_exception(StoreError("store is not open"))
+                continue
+            if not batch:
+                continue
+            try:
+                async with self._writing():
+                    outcomes = await loop.run_in_executor(
+                        self._writer,
+                        commit_together,
+                        self._writer_connection,
+                        [work for work, _ in batch],
+                    )
+            except BaseException as exc:
+                # Cancelled, or the thread is gone: no write waits for ever.
+                for _, future in [*batch, *self._queued_writes]:
+                    if future.done():
+                        continue
+                    if isinstance(exc, asyncio.CancelledError):
+                        future.cancel()
+                    else:
+                        future.set_exception(exc)
+                self._queued_writes.clear()
+                raise
+            self.commits += sum(outcome.commits for outcome in outcomes)
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
+                if not future.done():
+                    future.set_result(outcome)
+
+    async def _write_alone(self, work: Callable[[Connection], T]) -> T:
+        """``write`` without the queue: on PostgreSQL and in-memory SQLite, and for a
+        task that already holds the write turn (it must not wait for itself)."""
         async with self._writing():
             try:
                 # The turn's database time (gateway/usage.py): the writer's wait is not in it.
@@ -343,7 +422,7 @@ class Store:
                     if self._writer is not None and self._writer_connection is not None:
                         loop = asyncio.get_running_loop()
                         done = await loop.run_in_executor(
-                            self._writer, _in_transaction, self._writer_connection, work
+                            self._writer, in_transaction, self._writer_connection, work
                         )
                     else:
                         async with self.engine.begin() as connection:
@@ -366,7 +445,7 @@ class Store:
                 if self._readers is not None and self._reader_connections is not None:
                     loop = asyncio.get_running_loop()
                     return await loop.run_in_executor(
-                        self._readers, _read_only, self._reader_connections, work
+                        self._readers, read_only, self._reader_connections, work
                     )
                 async with self.engine.connect() as connection:
                     return await connection.run_sync(work)
@@ -379,76 +458,6 @@ class Store:
         a statement. The rows come back loaded and detached (no lazy loads after)."""
 
         return await self.read(orm_work(work))
-
-
-class ThreadConnections:
-    """One connection of ``engine`` per worker thread, kept open between calls.
-
-    A checkout from the pool and its return (with the pool's reset, a rollback)
-    cost about as much as a short statement: 0.16 against 0.08 ms a write of one
-    statement (issue 28, "CPU per turn"). The pool still opens each connection
-    (its pragmas). A connection that broke is closed and replaced on next use.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._local = threading.local()
-        self._opened: list[Connection] = []
-        self._lock = threading.Lock()
-
-    def get(self) -> Connection:
-        """This thread's connection (opened on first use)."""
-        connection: Connection | None = getattr(self._local, "connection", None)
-        if connection is None or connection.closed or connection.invalidated:
-            connection = self.engine.connect()
-            self._local.connection = connection
-            with self._lock:
-                self._opened.append(connection)
-        return connection
-
-    def end_read(self, connection: Connection) -> None:
-        """Roll back what a read began; a connection that cannot is replaced."""
-        try:
-            connection.rollback()
-        except SQLAlchemyError:
-            log.warning("store: a reader connection broke; it is replaced", exc_info=True)
-            self.discard(connection)
-
-    def discard(self, connection: Connection) -> None:
-        """Close ``connection`` after an error that broke it."""
-        if getattr(self._local, "connection", None) is connection:
-            self._local.connection = None
-        with self._lock:
-            if connection in self._opened:
-                self._opened.remove(connection)
-        with contextlib.suppress(SQLAlchemyError):
-            connection.close()
-
-    def close_all(self) -> None:
-        """Close every connection (the threads have stopped, or this is the only one)."""
-        with self._lock:
-            opened, self._opened = self._opened, []
-        for connection in opened:
-            connection.close()
-
-
-def orm_work(work: Callable[[Session], T]) -> Callable[[Connection], T]:
-    """``work`` run with a plain ORM ``Session`` on the connection it is given."""
-
-    def run(connection: Connection) -> T:
-        with Session(bind=connection) as session:
-            return work(session)
-
-    return run
-
-
-def _read_only(kept: ThreadConnections, work: Callable[[Connection], T]) -> T:
-    connection = kept.get()
-    try:
-        return work(connection)
-    finally:
-        # Ends the read transaction (its WAL snapshot): nothing is ever committed.
-        kept.end_read(connection)
 
 
 _IDENTITY = text("SELECT value FROM store_info WHERE key = 'store_id'")
@@ -497,15 +506,3 @@ def vacuum_sqlite(url: str, *, wait_s: float = 2.0) -> tuple[Path, int, int]:
 
 def _ping(connection: Connection) -> None:
     connection.execute(text("SELECT 1"))
-
-
-def _in_transaction(kept: ThreadConnections, work: Callable[[Connection], T]) -> T:
-    connection = kept.get()
-    try:
-        with connection.begin():
-            return work(connection)
-    except BaseException:
-        # Rolled back; the connection is kept unless the error broke it.
-        if connection.invalidated:
-            kept.discard(connection)
-        raise
