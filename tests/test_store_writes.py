@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import Connection, func, insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from gateway.errors import StoreError
 from gateway.store import Message, MessageRole, Store, Turn
 from gateway.store.addresses import Address
+from gateway.store.db import BATCH_WRITES
 from gateway.store.repo import finish_turn, resolve_address, start_turn, store_inbound
+from gateway.store.threads import TransactionEnded
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -165,3 +175,297 @@ async def test_a_write_cancelled_while_queued_does_not_run(store: Store) -> None
     async with store.reader() as db:
         texts = (await db.scalars(select(Message.text))).all()
     assert texts == ["kept"]
+
+
+async def test_a_long_write_alone_keeps_the_short_ones_before_it_out_of_its_batch(
+    store: Store,
+) -> None:
+    address = await resolve_address(store, "webchat", "page-alone")
+    bulk_running, bulk_release = threading.Event(), threading.Event()
+
+    def bulk(connection: Connection) -> int:
+        bulk_running.set()
+        bulk_release.wait(30)
+        return _message_row(address, "bulk")(connection)
+
+    held, release = await _behind_a_held_write(store)
+    before = asyncio.create_task(store.write(_message_row(address, "before")))
+    long = asyncio.create_task(store.write(bulk, alone=True))
+    after = asyncio.create_task(store.write(_message_row(address, "after")))
+    await asyncio.sleep(0.05)
+    release.set()
+    try:
+        # Committed while the long write still runs: it was not in the long one's batch.
+        async with asyncio.timeout(10):
+            await before
+        assert await asyncio.to_thread(bulk_running.wait, 10)
+    finally:
+        bulk_release.set()
+    await asyncio.gather(long, after, held)
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    assert texts == ["before", "bulk", "after"]
+
+
+async def test_a_batch_holds_at_most_batch_writes(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-capped")
+    held, release = await _behind_a_held_write(store)
+    commits = store.commits
+    queued = [
+        asyncio.create_task(store.write(_message_row(address, f"m{n}")))
+        for n in range(BATCH_WRITES + 8)
+    ]
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(*queued, held)
+    # The held write, then BATCH_WRITES together, then the 8 left.
+    assert store.commits - commits == 3
+
+
+def _rolls_back(connection: Connection) -> None:
+    connection.rollback()
+
+
+def _flush_fails_and_is_caught(connection: Connection) -> None:
+    with Session(bind=connection) as session:
+        # No such conversation: the flush fails, and the session rolls the
+        # connection's transaction back with it.
+        session.add(
+            Turn(conversation_id=999_999, inbound_message_id=1, received_at=datetime.now(UTC))
+        )
+        with contextlib.suppress(IntegrityError):
+            session.flush()
+
+
+@pytest.mark.parametrize("ender", [_rolls_back, _flush_fails_and_is_caught])
+async def test_a_write_that_ends_the_batch_fails_itself_not_the_others(
+    store: Store, ender: Callable[[Connection], None]
+) -> None:
+    address = await resolve_address(store, "webchat", "page-ends")
+    held, release = await _behind_a_held_write(store)
+    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
+    ending = asyncio.create_task(store.write(ender))
+    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
+    await asyncio.sleep(0.05)
+    release.set()
+    ids = await asyncio.gather(first, last)
+    await held
+    with pytest.raises(TransactionEnded):
+        await ending
+    async with store.reader() as db:
+        rows = (await db.execute(select(Message.id, Message.text).order_by(Message.id))).all()
+    assert [tuple(row) for row in rows] == list(zip(ids, ["kept 1", "kept 2"], strict=True))
+
+
+async def test_a_write_that_commits_the_batch_halfway_is_refused_and_nothing_runs_twice(
+    store: Store,
+) -> None:
+    address = await resolve_address(store, "webchat", "page-commits")
+
+    def commits(connection: Connection) -> None:
+        _message_row(address, "committed early")(connection)
+        connection.commit()
+        _message_row(address, "after its commit")(connection)
+
+    held, release = await _behind_a_held_write(store)
+    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
+    committing = asyncio.create_task(store.write(commits))
+    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(first, last, held)
+    with pytest.raises(TransactionEnded):
+        await committing
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    assert texts == ["kept 1", "committed early", "kept 2"]
+
+
+async def test_a_duplicate_in_a_batch_reruns_only_the_writes_before_it(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-duplicate")
+    other = await resolve_address(store, "webchat", "page-other")
+    now = datetime.now(UTC)
+    held, release = await _behind_a_held_write(store)
+    commits = store.commits
+    first = asyncio.create_task(store_inbound(store, address, "hello", now, "c-1"))
+    again = asyncio.create_task(store_inbound(store, address, "hello", now, "c-1"))
+    unrelated = asyncio.create_task(store_inbound(store, other, "hi", now, "c-2"))
+    row = asyncio.create_task(store.write(_message_row(other, "plain")))
+    await asyncio.sleep(0.05)
+    release.set()
+    stored, duplicate, third, plain = await asyncio.gather(first, again, unrelated, row)
+    await held
+    # The held write; the first again alone (the duplicate gets its error); the two
+    # after the duplicate together. Each alone would be 4.
+    assert store.commits - commits == 3
+    assert (stored.duplicate, duplicate.duplicate, third.duplicate) == (False, True, False)
+    assert (duplicate.message_id, duplicate.turn_id) == (stored.message_id, stored.turn_id)
+    async with store.reader() as db:
+        by_client = dict(
+            (
+                await db.execute(
+                    select(Message.client_id, Message.id).where(Message.client_id.is_not(None))
+                )
+            ).all()
+        )
+        turns = dict((await db.execute(select(Turn.inbound_message_id, Turn.id))).all())
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    # The ids handed back after the rerun are the rows stored.
+    assert by_client == {"c-1": stored.message_id, "c-2": third.message_id}
+    assert turns == {stored.message_id: stored.turn_id, third.message_id: third.turn_id}
+    assert texts == ["hello", "hi", "plain"]
+    assert plain == max(by_client.values()) + 1
+
+
+class _Interrupt(BaseException):
+    """Not an Exception: what a ``KeyboardInterrupt`` would be to the batch."""
+
+
+async def test_a_base_exception_from_a_write_reaches_only_its_caller(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-base")
+
+    def interrupted(_connection: Connection) -> None:
+        raise _Interrupt
+
+    held, release = await _behind_a_held_write(store)
+    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
+    bad = asyncio.create_task(store.write(interrupted))
+    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(first, last, held)
+    with pytest.raises(_Interrupt):
+        await bad
+    # The drain goes on.
+    await store.write(_message_row(address, "later"))
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    assert texts == ["kept 1", "kept 2", "later"]
+
+
+async def test_a_cancelled_drain_reports_its_batch_and_runs_the_queued_writes(
+    store: Store,
+) -> None:
+    address = await resolve_address(store, "webchat", "page-drain-cancelled")
+    held, release = await _behind_a_held_write(store)
+    queued = asyncio.create_task(store.write(_message_row(address, "queued")))
+    await asyncio.sleep(0.05)
+    drain = store._write_drain
+    assert drain is not None
+    drain.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    # The held write ran in the thread and committed: its caller is told so, not
+    # cancelled; the write queued behind it runs in a new drain.
+    await held
+    assert await queued > 0
+    assert drain.cancelled()
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text))).all()
+    assert texts == ["queued"]
+    # close() is not upset by the cancelled drain (the fixture closes too).
+    await store.close()
+    assert store._writer is None
+    assert store._engine is None
+
+
+async def test_close_runs_the_queued_writes_first(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-close")
+    held, release = await _behind_a_held_write(store)
+    queued = [asyncio.create_task(store.write(_message_row(address, f"m{n}"))) for n in range(3)]
+    await asyncio.sleep(0.05)
+    closing = asyncio.create_task(store.close())
+    await asyncio.sleep(0.05)
+    release.set()
+    await closing
+    await held
+    assert len(set(await asyncio.gather(*queued))) == 3
+    assert store._writer is None
+
+
+async def test_a_caller_cancelled_mid_batch_leaves_the_others_theirs(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-caller-cancelled")
+    running, release = threading.Event(), threading.Event()
+
+    def slow(connection: Connection) -> int:
+        running.set()
+        release.wait(10)
+        return _message_row(address, "slow")(connection)
+
+    held, release_held = await _behind_a_held_write(store)
+    first = asyncio.create_task(store.write(_message_row(address, "first")))
+    cancelled = asyncio.create_task(store.write(slow))
+    last = asyncio.create_task(store.write(_message_row(address, "last")))
+    await asyncio.sleep(0.05)
+    release_held.set()
+    await asyncio.to_thread(running.wait, 10)
+    cancelled.cancel()
+    release.set()
+    await asyncio.gather(first, last, held)
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    # Its batch was under way: its statements ran and committed with the others.
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    assert texts == ["first", "slow", "last"]
+
+
+def _outside(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """A task that does not inherit this one's write turn (held in ``store.session()``)."""
+    return asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+
+
+async def test_writes_are_taken_for_a_batch_once_the_turn_is_the_drains(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-taken-late")
+    commits = store.commits
+    async with store.session():
+        # The drain waits for the write turn this task holds.
+        dropped = _outside(store.write(_message_row(address, "dropped")))
+        kept = _outside(store.write(_message_row(address, "kept")))
+        await asyncio.sleep(0.05)
+        dropped.cancel()
+        joined = _outside(store.write(_message_row(address, "joined")))
+        await asyncio.sleep(0.05)
+    await asyncio.gather(kept, joined)
+    with pytest.raises(asyncio.CancelledError):
+        await dropped
+    # The session's commit, then one for the two left.
+    assert store.commits - commits == 2
+    async with store.reader() as db:
+        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    assert texts == ["kept", "joined"]
+
+
+async def test_a_drain_that_finds_the_store_closed_fails_its_writes(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-closed-under")
+    waiting = store._write_turn
+    async with store.session():
+        closing = _outside(store.close())
+        # close() waits for the write turn to clear the writer...
+        while not waiting._waiters:  # noqa: ASYNC110 - asyncio.Lock has no event to wait on
+            await asyncio.sleep(0.01)
+        # ...and a write queued after it finds the writer gone once its turn comes.
+        late = _outside(store.write(_message_row(address, "late")))
+        await asyncio.sleep(0.05)
+    await closing
+    with pytest.raises(StoreError, match="not open"):
+        await late
+
+
+_CALLER: ContextVar[str] = ContextVar("caller", default="none")
+
+
+async def test_the_drain_runs_in_a_context_of_its_own(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+    drain = store._drain_writes
+
+    async def drain_seeing() -> None:
+        seen.append(_CALLER.get())
+        await drain()
+
+    monkeypatch.setattr(store, "_drain_writes", drain_seeing)
+    _CALLER.set("first caller")
+    await store.write(lambda connection: None)
+    assert seen == ["none"]
