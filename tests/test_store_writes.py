@@ -469,3 +469,21 @@ async def test_the_drain_runs_in_a_context_of_its_own(
     _CALLER.set("first caller")
     await store.write(lambda connection: None)
     assert seen == ["none"]
+
+
+async def test_close_waiting_for_a_drain_that_is_cancelled_still_closes(store: Store) -> None:
+    address = await resolve_address(store, "webchat", "page-close-cancelled")
+    held, release = await _behind_a_held_write(store)
+    queued = asyncio.create_task(store.write(_message_row(address, "queued")))
+    closing = asyncio.create_task(store.close())
+    await asyncio.sleep(0.05)
+    drain = store._write_drain
+    assert drain is not None
+    drain.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    await closing
+    await held
+    assert await queued > 0
+    assert store._writer is None
+    assert store._engine is None
