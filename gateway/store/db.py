@@ -113,7 +113,8 @@ class Store:
     thread of its own, on a connection of its own: a turn's writes then cost
     one hop between threads instead of several per statement (aiosqlite's).
     The writes that queue while one transaction runs share the next one and its
-    commit (``write``, ``threads.commit_together``).
+    commit, up to ``BATCH_WRITES``; a long one runs alone (``write``,
+    ``threads.commit_together``).
     ``read`` does the same for a read-only transaction, on reader threads and
     connections of their own (the Memory Pack's searches, on its critical path).
     Each of those threads keeps its connection open between calls
