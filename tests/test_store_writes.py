@@ -106,6 +106,41 @@ def _message_row(address: Address, text: str) -> Callable[[Connection], int]:
     return work
 
 
+def _blocking_row(
+    address: Address, text: str
+) -> tuple[Callable[[Connection], int], threading.Event, threading.Event]:
+    """A write of one message that holds the writer thread until released: the work,
+    the event it sets once running, and the event that releases it."""
+    running, release = threading.Event(), threading.Event()
+
+    def work(connection: Connection) -> int:
+        running.set()
+        release.wait(30)
+        return _message_row(address, text)(connection)
+
+    return work, running, release
+
+
+async def _texts(store: Store) -> list[str]:
+    async with store.reader() as db:
+        return list((await db.scalars(select(Message.text).order_by(Message.id))).all())
+
+
+async def _between_two(
+    store: Store, address: Address, middle: Callable[[Connection], object]
+) -> tuple[asyncio.Task[int], asyncio.Task[object], asyncio.Task[int]]:
+    """``middle`` queued between "kept 1" and "kept 2" behind a held write, all released
+    into one batch; the held write is done when this returns."""
+    held, release = await _behind_a_held_write(store)
+    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
+    between = asyncio.create_task(store.write(middle))
+    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
+    await asyncio.sleep(0.05)
+    release.set()
+    await held
+    return first, between, last
+
+
 async def _behind_a_held_write(store: Store) -> tuple[asyncio.Task[None], threading.Event]:
     """A write that holds the writer thread until the event is set, already running."""
     release, running = threading.Event(), threading.Event()
@@ -131,8 +166,7 @@ async def test_writes_queued_while_one_runs_commit_together_in_order(store: Stor
     # The held write's commit, then one for the five queued behind it.
     assert store.commits - commits == 2
     assert ids == sorted(ids)
-    async with store.reader() as db:
-        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    texts = await _texts(store)
     assert texts == [f"m{n}" for n in range(5)]
 
 
@@ -156,8 +190,7 @@ async def test_a_failing_write_among_queued_ones_fails_only_its_caller(store: St
     await asyncio.gather(first, last, held)
     with pytest.raises(StoreError, match="IntegrityError"):
         await failing
-    async with store.reader() as db:
-        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    texts = await _texts(store)
     assert texts == ["kept 1", "kept 2"]
 
 
@@ -181,13 +214,7 @@ async def test_a_long_write_alone_keeps_the_short_ones_before_it_out_of_its_batc
     store: Store,
 ) -> None:
     address = await resolve_address(store, "webchat", "page-alone")
-    bulk_running, bulk_release = threading.Event(), threading.Event()
-
-    def bulk(connection: Connection) -> int:
-        bulk_running.set()
-        bulk_release.wait(30)
-        return _message_row(address, "bulk")(connection)
-
+    bulk, bulk_running, bulk_release = _blocking_row(address, "bulk")
     held, release = await _behind_a_held_write(store)
     before = asyncio.create_task(store.write(_message_row(address, "before")))
     long = asyncio.create_task(store.write(bulk, alone=True))
@@ -202,8 +229,7 @@ async def test_a_long_write_alone_keeps_the_short_ones_before_it_out_of_its_batc
     finally:
         bulk_release.set()
     await asyncio.gather(long, after, held)
-    async with store.reader() as db:
-        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    texts = await _texts(store)
     assert texts == ["before", "bulk", "after"]
 
 
@@ -242,14 +268,8 @@ async def test_a_write_that_ends_the_batch_fails_itself_not_the_others(
     store: Store, ender: Callable[[Connection], None]
 ) -> None:
     address = await resolve_address(store, "webchat", "page-ends")
-    held, release = await _behind_a_held_write(store)
-    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
-    ending = asyncio.create_task(store.write(ender))
-    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
-    await asyncio.sleep(0.05)
-    release.set()
+    first, ending, last = await _between_two(store, address, ender)
     ids = await asyncio.gather(first, last)
-    await held
     with pytest.raises(TransactionEnded):
         await ending
     async with store.reader() as db:
@@ -267,17 +287,11 @@ async def test_a_write_that_commits_the_batch_halfway_is_refused_and_nothing_run
         connection.commit()
         _message_row(address, "after its commit")(connection)
 
-    held, release = await _behind_a_held_write(store)
-    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
-    committing = asyncio.create_task(store.write(commits))
-    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
-    await asyncio.sleep(0.05)
-    release.set()
-    await asyncio.gather(first, last, held)
+    first, committing, last = await _between_two(store, address, commits)
+    await asyncio.gather(first, last)
     with pytest.raises(TransactionEnded):
         await committing
-    async with store.reader() as db:
-        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    texts = await _texts(store)
     assert texts == ["kept 1", "committed early", "kept 2"]
 
 
@@ -327,19 +341,13 @@ async def test_a_base_exception_from_a_write_reaches_only_its_caller(store: Stor
     def interrupted(_connection: Connection) -> None:
         raise _Interrupt
 
-    held, release = await _behind_a_held_write(store)
-    first = asyncio.create_task(store.write(_message_row(address, "kept 1")))
-    bad = asyncio.create_task(store.write(interrupted))
-    last = asyncio.create_task(store.write(_message_row(address, "kept 2")))
-    await asyncio.sleep(0.05)
-    release.set()
-    await asyncio.gather(first, last, held)
+    first, bad, last = await _between_two(store, address, interrupted)
+    await asyncio.gather(first, last)
     with pytest.raises(_Interrupt):
         await bad
     # The drain goes on.
     await store.write(_message_row(address, "later"))
-    async with store.reader() as db:
-        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    texts = await _texts(store)
     assert texts == ["kept 1", "kept 2", "later"]
 
 
@@ -385,29 +393,17 @@ async def test_close_runs_the_queued_writes_first(store: Store) -> None:
 
 async def test_a_caller_cancelled_mid_batch_leaves_the_others_theirs(store: Store) -> None:
     address = await resolve_address(store, "webchat", "page-caller-cancelled")
-    running, release = threading.Event(), threading.Event()
-
-    def slow(connection: Connection) -> int:
-        running.set()
-        release.wait(10)
-        return _message_row(address, "slow")(connection)
-
-    held, release_held = await _behind_a_held_write(store)
-    first = asyncio.create_task(store.write(_message_row(address, "first")))
-    cancelled = asyncio.create_task(store.write(slow))
-    last = asyncio.create_task(store.write(_message_row(address, "last")))
-    await asyncio.sleep(0.05)
-    release_held.set()
+    slow, running, release = _blocking_row(address, "slow")
+    first, cancelled, last = await _between_two(store, address, slow)
     await asyncio.to_thread(running.wait, 10)
     cancelled.cancel()
     release.set()
-    await asyncio.gather(first, last, held)
+    await asyncio.gather(first, last)
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     # Its batch was under way: its statements ran and committed with the others.
-    async with store.reader() as db:
-        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
-    assert texts == ["first", "slow", "last"]
+    texts = await _texts(store)
+    assert texts == ["kept 1", "slow", "kept 2"]
 
 
 def _outside(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -431,8 +427,7 @@ async def test_writes_are_taken_for_a_batch_once_the_turn_is_the_drains(store: S
         await dropped
     # The session's commit, then one for the two left.
     assert store.commits - commits == 2
-    async with store.reader() as db:
-        texts = (await db.scalars(select(Message.text).order_by(Message.id))).all()
+    texts = await _texts(store)
     assert texts == ["kept", "joined"]
 
 
