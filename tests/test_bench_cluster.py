@@ -7,15 +7,13 @@ import os
 import pytest
 
 from gateway.bench.cluster_bench import failover_gaps
-from gateway.bench.cluster_cpu import (
-    CpuSeconds,
-    ceiling_turns_per_s,
-    cpu_report,
+from gateway.bench.cluster_cpu import CpuSeconds, ceiling_turns_per_s, cpu_report
+from gateway.bench.proc_cpu import (
+    cpu_seconds,
     machine_busy_seconds,
     thread_cpu_seconds,
     tree_cpu_seconds,
 )
-from gateway.bench.gateway_bench import cpu_seconds
 
 
 def test_failover_is_the_longest_gap_across_the_kill_of_the_victims_conversations() -> None:

@@ -219,8 +219,13 @@ def test_bench_gateway_prints_its_figures_as_json() -> None:
         "rtt_p95_ms",
         "cpu_s",
         "cpu_ms_per_turn",
+        "children_cpu_s",
+        "other_cores",
     }
     assert (figures["conversations"], figures["turns"], figures["errors"]) == (3, 6, 0)
+    # No upkeep job ran in a child process; the rest of the machine is 0 cores or more.
+    assert figures["children_cpu_s"] == 0.0
+    assert figures["other_cores"] >= 0.0
     # The default stages ran, as the gateway itself reports them.
     assert figures["stages"] == "default"
     # No --tree or --tree-window-s: the run overrides no [memory] setting.

@@ -22,54 +22,12 @@ from typing import Any
 
 import asyncpg
 
-from gateway.bench.gateway_bench import cpu_seconds
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat_fields(pid: int) -> list[str]:
-    return _stat_fields_of(f"/proc/{pid}/stat")
-
-
-def _stat_fields_of(path: str) -> list[str]:
-    with open(path, encoding="ascii") as stat:
-        # The command name may hold spaces: the fields after it start past its ")".
-        return stat.read().rsplit(")", 1)[1].split()
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU of ``pid``, its live children and its reaped children (cutime, cstime).
-
-    A backend that exits moves from "a child's utime" to "the postmaster's
-    cutime" once reaped, so the sum only grows."""
-    fields = _stat_fields(pid)
-    # stat(5) fields 14-17 (utime, stime, cutime, cstime); fields[0] is field 3.
-    total = sum(int(value) for value in fields[11:15])
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == pid:
-            continue
-        try:
-            child = _stat_fields(int(entry.name))
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # exited while we looked
-        # fields[1] is field 4, the parent's pid.
-        if int(child[1]) == pid:
-            total += int(child[11]) + int(child[12])
-    return total / _TICK
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds every core of the machine spent busy (not idle, not iowait) so far."""
-    with open("/proc/stat", encoding="ascii") as stat:
-        values = [int(value) for value in stat.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal (guest time is inside user).
-    return (sum(values[:8]) - values[3] - values[4]) / _TICK
-
-
-def thread_cpu_seconds(pid: int, tid: int) -> float:
-    """User + system CPU time of one thread of ``pid`` (its main thread: ``tid == pid``)."""
-    fields = _stat_fields_of(f"/proc/{pid}/task/{tid}/stat")
-    return (int(fields[11]) + int(fields[12])) / _TICK
+from gateway.bench.proc_cpu import (
+    cpu_seconds,
+    machine_busy_seconds,
+    thread_cpu_seconds,
+    tree_cpu_seconds,
+)
 
 
 def self_cpu_seconds() -> float:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import sqlite3
-import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
@@ -28,7 +29,15 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import Session
 
 from gateway.errors import StoreError
-from gateway.usage import timed_db
+from gateway.store.threads import (
+    Outcome,
+    ThreadConnections,
+    commit_together,
+    in_transaction,
+    orm_work,
+    read_only,
+)
+from gateway.usage import current_usage, timed_db
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +56,23 @@ READ_SESSIONS = 4
 # How long a session may wait for a pooled connection: a guard against a bug only,
 # since sessions wait for their place first and never ask the pool for more than it has.
 POOL_TIMEOUT_S = 60.0
+
+# Writes committed together at most (``Store.write``): the rest wait for the next
+# transaction. A batch holds SQLite's write lock until its commit, and another
+# process (a job, the CLI) waits at most busy_timeout (5 s) for it. A turn's writes
+# take 0.1-1 ms each, so 32 hold it a few ms, and a commit shared by 32 already costs
+# each write a thirty-second of one: larger batches save little more.
+BATCH_WRITES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """A write waiting for the writer thread (``Store.write``)."""
+
+    work: Callable[[Connection], Any]
+    future: asyncio.Future[Outcome]
+    alone: bool
+
 
 # Set while this task (or a task it started) holds the store's write turn, so a
 # session opened inside another one does not wait for itself.
@@ -86,6 +112,9 @@ class Store:
     ``write`` runs a whole transaction of plain statements as one call in a
     thread of its own, on a connection of its own: a turn's writes then cost
     one hop between threads instead of several per statement (aiosqlite's).
+    The writes that queue while one transaction runs share the next one and its
+    commit, up to ``BATCH_WRITES``; a long one runs alone (``write``,
+    ``threads.commit_together``).
     ``read`` does the same for a read-only transaction, on reader threads and
     connections of their own (the Memory Pack's searches, on its critical path).
     Each of those threads keeps its connection open between calls
@@ -118,6 +147,10 @@ class Store:
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._write_turn = asyncio.Lock()
+        # SQLite files only: writes waiting for the writer thread, and the task that
+        # runs them (``write``), those queued while one runs together in the next.
+        self._queued_writes: list[_Queued] = []
+        self._write_drain: asyncio.Task[None] | None = None
         # SQLite files only: the writer's own engine, thread and connection.
         self._writer_engine: Engine | None = None
         self._writer: ThreadPoolExecutor | None = None
@@ -239,6 +272,8 @@ class Store:
             log.info("store: migrated the database from %s to %s", before or "empty", after)
 
     async def close(self) -> None:
+        # The writes already queued are done before the writer stops.
+        await self._drained()
         if self._readers is not None and self._reader_engine is not None:
             readers, self._readers = self._readers, None
             reader_engine, self._reader_engine = self._reader_engine, None
@@ -250,9 +285,12 @@ class Store:
                 await asyncio.to_thread(kept.close_all)
             await asyncio.to_thread(reader_engine.dispose)
         if self._writer is not None and self._writer_engine is not None:
-            writer, self._writer = self._writer, None
-            engine, self._writer_engine = self._writer_engine, None
-            kept, self._writer_connection = self._writer_connection, None
+            # Cleared holding the write turn: a drain or a write reads them holding it,
+            # so none is in the writer thread now, and any later finds the store closed.
+            async with self._writing():
+                writer, self._writer = self._writer, None
+                engine, self._writer_engine = self._writer_engine, None
+                kept, self._writer_connection = self._writer_connection, None
             # Its connection belongs to the writer thread: close it there.
             loop = asyncio.get_running_loop()
             if kept is not None:
@@ -263,6 +301,18 @@ class Store:
             await self._engine.dispose()
             self._engine = None
             self._sessions = None
+
+    async def _drained(self) -> None:
+        """Wait until no drain runs (one cancelled may have handed its queue to a new one).
+
+        ``asyncio.wait``, not ``await``: a drain that was cancelled or failed must not
+        make ``close`` raise and leave the threads and engines open, and a ``close``
+        that is cancelled must not cancel the drain."""
+        while (drain := self._write_drain) is not None and not drain.done():
+            await asyncio.wait({drain})
+        if drain is not None and not drain.cancelled() and drain.exception() is not None:
+            log.error("store: the writes' drain failed", exc_info=drain.exception())
+        self._write_drain = None
 
     async def __aenter__(self) -> Store:
         await self.open()
@@ -330,21 +380,149 @@ class Store:
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
 
-    async def write(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` in one committed transaction (rolled back if it raises).
+    async def write(self, work: Callable[[Connection], T], *, alone: bool = False) -> T:
+        """Run ``work`` in a committed transaction (rolled back if it raises).
 
         ``work`` is plain synchronous Core code and must not block on anything
-        but the database: on SQLite it runs in the store's writer thread.
+        but the database, nor end the transaction it is given (``TransactionEnded``):
+        on SQLite it runs in the store's writer thread. There the writes that queue
+        up while one transaction runs go together in the next one (up to
+        ``BATCH_WRITES``), each in order, with one commit (``commit_together``). If
+        one raises, the others run again without it, so ``work`` may run twice and
+        must do nothing but its statements; its own error reaches only its caller.
+
+        ``alone``: a long write (a rebuild, a bulk import, a loop over many rows)
+        runs in a transaction of its own, in its place in the queue: the short writes
+        queued before it do not wait for its commit, nor run again if it fails.
         """
+        if self._writer is None or self._writer_connection is None or _WRITING.get():
+            return await self._write_alone(work)
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._queued_writes.append(_Queued(work, future, alone))
+        if self._write_drain is None or self._write_drain.done():
+            self._start_drain()
+        outcome = await future
+        # The turn's database time (gateway/usage.py): its statements and its share of
+        # the commit, not the wait for the writer.
+        usage = current_usage()
+        if usage is not None:
+            usage.add_db(outcome.seconds)
+        error = outcome.error
+        if isinstance(error, SQLAlchemyError):
+            raise StoreError(f"database error: {error.__class__.__name__}: {error}") from error
+        if error is not None:
+            raise error
+        return cast(T, outcome.value)
+
+    def _start_drain(self) -> None:
+        # A context of its own: it runs many callers' writes, and the first caller's
+        # log ids and usage record (gateway/usage.py) are not theirs.
+        self._write_drain = asyncio.get_running_loop().create_task(
+            self._drain_writes(), name="store-writes", context=contextvars.Context()
+        )
+
+    def _next_batch(self) -> list[_Queued]:
+        """The writes of the next transaction, taken off the queue: those not cancelled,
+        in order, up to ``BATCH_WRITES``, or an ``alone`` write by itself."""
+        queue = self._queued_writes
+        batch: list[_Queued] = []
+        taken = 0
+        for queued in queue:
+            if queued.future.done():  # cancelled while it waited
+                taken += 1
+                continue
+            if queued.alone and batch:
+                break
+            batch.append(queued)
+            taken += 1
+            if queued.alone or len(batch) == BATCH_WRITES:
+                break
+        del queue[:taken]
+        return batch
+
+    async def _drain_writes(self) -> None:
+        """Run the queued writes, those queued meanwhile together, until none is left."""
+        loop = asyncio.get_running_loop()
+        while self._queued_writes:
+            batch: list[_Queued] = []
+            try:
+                async with self._writing():
+                    # Taken once the turn is ours: a write cancelled during the wait does
+                    # not run, and one queued during it joins.
+                    batch = self._next_batch()
+                    writer, kept = self._writer, self._writer_connection
+                    if not batch:
+                        continue
+                    if writer is None or kept is None:
+                        self._fail_queued(batch, StoreError("store is not open"))
+                        continue
+                    running = loop.run_in_executor(
+                        writer, commit_together, kept, [queued.work for queued in batch]
+                    )
+                    try:
+                        # Shielded: cancelling the drain must not mark as cancelled a
+                        # batch the thread runs anyway.
+                        outcomes = await asyncio.shield(running)
+                    except asyncio.CancelledError:
+                        # Still the writer's turn: nothing else starts on the file meanwhile.
+                        await self._report_cancelled(batch, running)
+                        raise
+            except asyncio.CancelledError:
+                # The writes still queued run in a new drain: only callers that were
+                # cancelled themselves lose their write (``_report_cancelled``).
+                if any(not queued.future.done() for queued in self._queued_writes):
+                    self._start_drain()
+                raise
+            except Exception as exc:  # the writer thread is gone
+                log.exception("store: a batch of writes could not run")
+                self._fail_queued(batch, StoreError(f"the store's writer failed: {exc}"))
+                continue
+            self._settle(batch, outcomes)
+
+    def _settle(self, batch: list[_Queued], outcomes: list[Outcome]) -> None:
+        """Hand each write its outcome; those without one (after a failed write) are
+        queued again, first, as the next batch."""
+        self.commits += sum(outcome.commits for outcome in outcomes)
+        for queued, outcome in zip(batch, outcomes, strict=False):
+            if not queued.future.done():
+                queued.future.set_result(outcome)
+        self._queued_writes[:0] = batch[len(outcomes) :]
+
+    async def _report_cancelled(
+        self, batch: list[_Queued], running: asyncio.Future[list[Outcome]]
+    ) -> None:
+        """The drain was cancelled while the writer thread ran ``batch``. The thread
+        finishes it whatever happens here, so its callers are told what it did:
+        cancelling or failing them would report as lost writes that were committed
+        (a turn's shielded failure record among them, gateway/pipeline.py)."""
+        while not running.done():
+            # Bounded: one batch. A second cancel does not leave it unreported.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({running})
+        if running.cancelled() or running.exception() is not None:
+            self._fail_queued(batch, StoreError("the store's writer failed"))
+        else:
+            self._settle(batch, running.result())
+
+    def _fail_queued(self, batch: list[_Queued], error: StoreError) -> None:
+        """Fail ``batch``'s writes and every queued one (the writer is gone)."""
+        for queued in [*batch, *self._queued_writes]:
+            if not queued.future.done():
+                queued.future.set_exception(error)
+        self._queued_writes.clear()
+
+    async def _write_alone(self, work: Callable[[Connection], T]) -> T:
+        """``write`` without the queue: on PostgreSQL and in-memory SQLite, and for a
+        task that already holds the write turn (it must not wait for itself)."""
         async with self._writing():
+            # Read with the turn held: close() clears them holding it.
+            writer, kept = self._writer, self._writer_connection
             try:
                 # The turn's database time (gateway/usage.py): the writer's wait is not in it.
                 with timed_db():
-                    if self._writer is not None and self._writer_connection is not None:
+                    if writer is not None and kept is not None:
                         loop = asyncio.get_running_loop()
-                        done = await loop.run_in_executor(
-                            self._writer, _in_transaction, self._writer_connection, work
-                        )
+                        done = await loop.run_in_executor(writer, in_transaction, kept, work)
                     else:
                         async with self.engine.begin() as connection:
                             done = await connection.run_sync(work)
@@ -366,7 +544,7 @@ class Store:
                 if self._readers is not None and self._reader_connections is not None:
                     loop = asyncio.get_running_loop()
                     return await loop.run_in_executor(
-                        self._readers, _read_only, self._reader_connections, work
+                        self._readers, read_only, self._reader_connections, work
                     )
                 async with self.engine.connect() as connection:
                     return await connection.run_sync(work)
@@ -379,76 +557,6 @@ class Store:
         a statement. The rows come back loaded and detached (no lazy loads after)."""
 
         return await self.read(orm_work(work))
-
-
-class ThreadConnections:
-    """One connection of ``engine`` per worker thread, kept open between calls.
-
-    A checkout from the pool and its return (with the pool's reset, a rollback)
-    cost about as much as a short statement: 0.16 against 0.08 ms a write of one
-    statement (issue 28, "CPU per turn"). The pool still opens each connection
-    (its pragmas). A connection that broke is closed and replaced on next use.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._local = threading.local()
-        self._opened: list[Connection] = []
-        self._lock = threading.Lock()
-
-    def get(self) -> Connection:
-        """This thread's connection (opened on first use)."""
-        connection: Connection | None = getattr(self._local, "connection", None)
-        if connection is None or connection.closed or connection.invalidated:
-            connection = self.engine.connect()
-            self._local.connection = connection
-            with self._lock:
-                self._opened.append(connection)
-        return connection
-
-    def end_read(self, connection: Connection) -> None:
-        """Roll back what a read began; a connection that cannot is replaced."""
-        try:
-            connection.rollback()
-        except SQLAlchemyError:
-            log.warning("store: a reader connection broke; it is replaced", exc_info=True)
-            self.discard(connection)
-
-    def discard(self, connection: Connection) -> None:
-        """Close ``connection`` after an error that broke it."""
-        if getattr(self._local, "connection", None) is connection:
-            self._local.connection = None
-        with self._lock:
-            if connection in self._opened:
-                self._opened.remove(connection)
-        with contextlib.suppress(SQLAlchemyError):
-            connection.close()
-
-    def close_all(self) -> None:
-        """Close every connection (the threads have stopped, or this is the only one)."""
-        with self._lock:
-            opened, self._opened = self._opened, []
-        for connection in opened:
-            connection.close()
-
-
-def orm_work(work: Callable[[Session], T]) -> Callable[[Connection], T]:
-    """``work`` run with a plain ORM ``Session`` on the connection it is given."""
-
-    def run(connection: Connection) -> T:
-        with Session(bind=connection) as session:
-            return work(session)
-
-    return run
-
-
-def _read_only(kept: ThreadConnections, work: Callable[[Connection], T]) -> T:
-    connection = kept.get()
-    try:
-        return work(connection)
-    finally:
-        # Ends the read transaction (its WAL snapshot): nothing is ever committed.
-        kept.end_read(connection)
 
 
 _IDENTITY = text("SELECT value FROM store_info WHERE key = 'store_id'")
@@ -497,15 +605,3 @@ def vacuum_sqlite(url: str, *, wait_s: float = 2.0) -> tuple[Path, int, int]:
 
 def _ping(connection: Connection) -> None:
     connection.execute(text("SELECT 1"))
-
-
-def _in_transaction(kept: ThreadConnections, work: Callable[[Connection], T]) -> T:
-    connection = kept.get()
-    try:
-        with connection.begin():
-            return work(connection)
-    except BaseException:
-        # Rolled back; the connection is kept unless the error broke it.
-        if connection.invalidated:
-            kept.discard(connection)
-        raise

@@ -265,7 +265,8 @@ async def apply(
     """One batch of merges: committed together, then out of the person's indexes;
     started between packs (memory/pack_activity.py)."""
     await service.packs.quiet()
-    merged = await service.store.write(lambda c: _apply(c, person_id, groups, at))
+    # A batch of merges, many rows: alone, so no turn's write waits for its commit.
+    merged = await service.store.write(lambda c: _apply(c, person_id, groups, at), alone=True)
     # After the commit: an index is a cache the store corrects at its next opening.
     await service.unrecall(person_id, [m.id for g in groups for m, _ in g.members])
     return merged

@@ -117,7 +117,8 @@ async def reindex(ctx: JobContext) -> dict[str, Any]:
             connection.exec_driver_sql("INSERT INTO memory_fts(memory_fts) VALUES ('rebuild')")
             connection.exec_driver_sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
 
-        await store.write(rebuild)
+        # Rewrites the whole full-text index: alone, no turn's write waits for it.
+        await store.write(rebuild, alone=True)
         fts = "rebuilt"
     else:
         fts = (

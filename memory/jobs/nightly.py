@@ -269,7 +269,10 @@ async def promote_used(ctx: JobContext, step: float, cap: float) -> int:
                     promoted += 1
             continue
         await ctx.service.packs.quiet()
-        raised = await store.write(partial(_promote, ids=chunk, day=day, step=step, cap=cap))
+        # A chunk of many items: alone, so no turn's write waits for its commit.
+        raised = await store.write(
+            partial(_promote, ids=chunk, day=day, step=step, cap=cap), alone=True
+        )
         promoted += len(raised)
     # Only a run for everyone moves the mark: one person's run leaves the others' traces.
     if not ctx.dry_run and ctx.person_id is None and through > after:

@@ -137,7 +137,8 @@ def _store(connection: Connection, person_id: int, conv: SourceConversation) -> 
 
 
 async def store_conversation(store: Store, person_id: int, conv: SourceConversation) -> Stored:
-    return await store.write(lambda c: _store(c, person_id, conv))
+    # A whole conversation's messages: alone, no turn's write waits for its commit.
+    return await store.write(lambda c: _store(c, person_id, conv), alone=True)
 
 
 def episodes_of(person_id: int, stored: Stored) -> list[Episode]:

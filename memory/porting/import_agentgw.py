@@ -253,5 +253,8 @@ def write_records(
 
 async def import_file(store: Store, path: Path, text: str, person_id: int | None) -> Imported:
     _, records = read_records(path, text)
-    person, added, kept = await store.write(lambda c: write_records(c, records, person_id))
+    # A whole export: alone, so no turn's write waits for its commit.
+    person, added, kept = await store.write(
+        lambda c: write_records(c, records, person_id), alone=True
+    )
     return Imported(path, added, kept, person)

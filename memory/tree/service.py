@@ -388,7 +388,9 @@ class MemoryTree(UpdateQueue):
         if pause is not None and self.packs is not None:
             await self.packs.quiet()
         # Plain statements in the writer thread, one transaction (memory/tree/rows.py).
-        written, stored = await self.store.write(write)
+        # The whole tree (a build or rebuild) is long, and a rebuild's ``pause`` sleeps:
+        # alone, so no turn's write waits in its transaction. An update's few nodes share one.
+        written, stored = await self.store.write(write, alone=replace_all)
         views = {view.key: view for view in stored}
         cached = self._cache.get(person_id)
         if replace_all:

@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, select, update
 
 from gateway.prompt import StageRead
 from gateway.store import Store
-from gateway.store.db import orm_work
+from gateway.store.threads import orm_work
 from memory.models import MemoryItem
 from memory.triggers.models import Trigger, TriggerStatus
 from memory.types import ItemStatus
