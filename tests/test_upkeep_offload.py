@@ -97,6 +97,19 @@ async def test_the_child_s_numeric_libraries_run_on_one_thread() -> None:
     assert all(threads == 1 for _, threads in pools), pools
 
 
+def _scheduling() -> tuple[int, int]:
+    return os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle class")
+async def test_the_child_runs_in_the_idle_class_below_the_serving_process() -> None:
+    # The packs come first: the child gets a core only when nothing else wants it.
+    async with CpuWork("process") as cpu:
+        policy, _ = await cpu.run(_scheduling)
+    assert policy == os.SCHED_IDLE
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE
+
+
 async def test_the_thread_kind_stays_in_this_process() -> None:
     async with CpuWork("thread") as cpu:
         assert await cpu.run(_pid) == os.getpid()
