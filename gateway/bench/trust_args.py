@@ -29,7 +29,10 @@ def add_parser(bench_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--split",
         action="append",
         metavar="NAME",
-        help="only this split's scenarios, repeatable (e.g. lockbox_4); no lessons or triggers",
+        help=(
+            "only this split's scenarios, repeatable (e.g. lockbox_4); no lessons or "
+            "triggers (default: every split, with lessons and triggers)"
+        ),
     )
     trust.add_argument("--json", action="store_true", help="print JSON instead of text")
     trust.set_defaults(bench_main=_main)
